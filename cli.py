@@ -1,0 +1,105 @@
+"""The ``kernelscope`` command: ``serve`` (the MCP server) and ``doctor`` (the capability report)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from kernelscope._version import __version__
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _apply_settings(args: argparse.Namespace) -> None:
+    from kernelscope.config import ensure_dirs, set_settings, settings_from_env
+
+    roots = args.root or None
+    s = settings_from_env(home=args.home, roots=roots)
+    missing = [str(r) for r in s.allowed_roots if not r.is_dir()]
+    if missing:
+        raise SystemExit(f"kernelscope: --root must name existing directories; not found: {', '.join(missing)}")
+    set_settings(s)
+    ensure_dirs(s)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    _apply_settings(args)
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kernelscope.server.app import create_server
+
+    server = create_server()
+    if args.transport == "stdio":
+        server.run("stdio")
+        return 0
+    if not _is_loopback(args.host):
+        print(
+            f"kernelscope: refusing to bind {args.host}: the HTTP transport has no authentication yet, so it only "
+            "binds loopback addresses (127.0.0.1, ::1, localhost). Reach it remotely through an SSH tunnel.",
+            file=sys.stderr,
+        )
+        return 2
+    server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    _apply_settings(args)
+    from kernelscope.tools.capabilities import capability_report, render_report
+
+    report = capability_report(probe=not args.no_probe)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(render_report(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernelscope", description="GPU performance tools for LLM agents, over MCP.")
+    p.add_argument("--version", action="version", version=f"kernelscope {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--root", action="append", metavar="DIR",
+                        help="directory clients may read files from (repeatable; default: the current directory, "
+                             "or KERNELSCOPE_ALLOWED_ROOTS)")
+        sp.add_argument("--home", metavar="DIR",
+                        help="artifact store and workspaces (default: KERNELSCOPE_HOME or ~/.cache/kernelscope)")
+
+    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    common(s)
+    s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--path", default="/mcp", help="HTTP endpoint path")
+    s.add_argument("--log-level", default=os.environ.get("KERNELSCOPE_LOG_LEVEL", "WARNING"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.set_defaults(fn=cmd_serve)
+
+    d = sub.add_parser("doctor", help="print what this host can do, and why not")
+    common(d)
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.add_argument("--no-probe", action="store_true", help="skip the active ncu/nsys probes (faster)")
+    d.set_defaults(fn=cmd_doctor)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Pydantic models shared by several layers: the contracts between tools/, heuristics/ and server/.
+
+Units are in field names (``_ns``, ``_bytes``, ``_pct``). A measurement that is missing is ``None``,
+never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Severity = Literal["info", "warning", "high", "critical"]
+
+
+# --------------------------------------------------------------------------- findings (heuristics)
+class Evidence(BaseModel):
+    """One measured fact behind a finding."""
+
+    metric: str = Field(description="Metric or statistic name, e.g. 'spill_stores_bytes' or an ncu metric.")
+    value: float | str | None = Field(description="The measured value (None when not available).")
+    threshold: float | str | None = Field(None, description="The rule's threshold it was compared to.")
+    unit: str | None = None
+    source: str | None = Field(None, description="Where it came from: ptxas, sass, ncu, nsys, ...")
+    kernel: str | None = None
+    line: str | None = Field(None, description="Source location responsible, 'file:line', when known.")
+
+
+class Fix(BaseModel):
+    """One remedy, ranked by the order in a finding's ``fixes`` list (most promising first)."""
+
+    action: str
+    expected_effect: str
+
+
+class Finding(BaseModel):
+    """A diagnosis produced by a rule: what is wrong, the evidence, and ranked fixes."""
+
+    rule: str = Field(description="Rule id, e.g. 'sass.local-memory-spills'.")
+    family: str = Field(description="Rule family: memory, occupancy, stalls, instructions, launch, tensor.")
+    severity: Severity
+    kernel: str | None = None
+    title: str
+    diagnosis: str = Field(description="One or two sentences with the numbers in them.")
+    evidence: list[Evidence] = Field(default_factory=list)
+    fixes: list[Fix] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- compile
+class Diagnostic(BaseModel):
+    """One compiler message, parsed from nvcc/cudafe/gcc/ptxas output."""
+
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    severity: Literal["error", "warning", "remark", "note", "fatal"]
+    message: str
+    tool: Literal["nvcc", "host", "ptxas", "nvlink"] = "nvcc"
+
+
+class KernelResources(BaseModel):
+    """ptxas' resource report for one function (``-Xptxas -v`` / ``--resource-usage``)."""
+
+    name: str = Field(description="Demangled name when demangling succeeds, else the mangled one.")
+    mangled_name: str
+    arch: str | None = None
+    is_entry: bool = Field(True, description="A __global__ kernel (entry) rather than a device function.")
+    registers: int | None = None
+    barriers: int | None = None
+    shared_bytes: int | None = Field(None, description="Static shared memory per block.")
+    constant_bytes: int | None = Field(None, description="cmem[0] (kernel parameters and constants).")
+    local_bytes: int | None = Field(None, description="lmem: per-thread local memory (arrays, spills).")
+    stack_bytes: int | None = None
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+
+
+class CompileResult(BaseModel):
+    success: bool
+    artifact_id: str | None = Field(
+        None, description="Content hash of (source, flags, arch, compiler); use it with sass/run/profile."
+    )
+    cache_hit: bool = False
+    kind: Literal["cubin", "executable"]
+    arch: str
+    command: list[str] = Field(description="The nvcc command line, with the workspace paths shortened.")
+    compiler_version: str
+    compile_time_s: float = Field(description="Wall time of the compiler run (0 for a cache hit's reuse).")
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    error_count: int = 0
+    warning_count: int = 0
+    kernels: list[KernelResources] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    log: str = Field("", description="Compiler output (bounded); the full log is a resource.")
+    log_truncated: bool = False
+
+
+# --------------------------------------------------------------------------- sass
+class InstructionClassCount(BaseModel):
+    cls: str = Field(description="Instruction class, e.g. 'fp32', 'global_load', 'tensor', 'control'.")
+    count: int
+    pct: float
+
+
+class MemoryWidthStats(BaseModel):
+    """Global load/store instructions by access width in bits (32 = scalar float, 128 = float4)."""
+
+    loads_by_width: dict[str, int] = Field(default_factory=dict)
+    stores_by_width: dict[str, int] = Field(default_factory=dict)
+    vectorized_load_pct: float | None = Field(None, description="Share of global loads of 64 bits or wider.")
+    vectorized_store_pct: float | None = None
+
+
+class KernelSassStats(BaseModel):
+    name: str
+    mangled_name: str
+    arch: str | None = None
+    instructions: int = Field(description="Static instruction count (excluding NOP padding).")
+    registers: int | None = None
+    shared_bytes: int | None = None
+    classes: list[InstructionClassCount] = Field(default_factory=list)
+    opcodes: dict[str, int] = Field(default_factory=dict, description="Base opcode -> static count.")
+    memory: MemoryWidthStats = Field(default_factory=MemoryWidthStats)
+    tensor_core_instructions: dict[str, int] = Field(
+        default_factory=dict, description="HMMA/HGMMA/IMMA/... opcodes found, with counts."
+    )
+    uses_tensor_cores: bool = False
+    local_loads: int = Field(0, description="LDL instructions (local memory: spills or stack arrays).")
+    local_stores: int = Field(0, description="STL instructions.")
+    predicated_pct: float = Field(0.0, description="Share of instructions guarded by a predicate.")
+    fp64_instructions: int = 0
+    special_function_instructions: int = Field(0, description="MUFU (sin, cos, rsqrt, ex2, ...).")
+    atomics: int = 0
+    barriers: int = 0
+    source_lines: int | None = Field(None, description="Distinct source lines mapped (needs -lineinfo).")
+
+
+class SassResult(BaseModel):
+    artifact_id: str
+    arch: str | None = None
+    kernels: list[KernelSassStats] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    listing_excerpt: str = Field("", description="The first lines of the listing (bounded).")
+    listing_lines: int = 0
+    listing_uri: str | None = Field(None, description="Resource URI of the full listing.")
+    interleaved_source: bool = False
+
+
+# --------------------------------------------------------------------------- capabilities
+class ToolInfo(BaseModel):
+    name: str
+    found: bool
+    path: str | None = None
+    version: str | None = None
+    origin: Literal["PATH", "CUDA_HOME", "default-install", "nvidia-wheel", "nsight-install"] | None = None
+    usable: bool = Field(False, description="Found and answered its version query.")
+    note: str | None = Field(None, description="Why it is missing or limited, and the fix.")
+
+
+class GpuInfo(BaseModel):
+    index: int
+    name: str
+    uuid: str | None = None
+    compute_capability: str | None = Field(None, description="e.g. '9.0'")
+    sm_arch: str | None = Field(None, description="e.g. 'sm_90'")
+    memory_total_bytes: int | None = None
+    sm_count: int | None = None
+    power_limit_w: float | None = None
+    energy_counter: bool | None = Field(None, description="NVML total-energy counter readable.")
+
+
+class CapabilityReport(BaseModel):
+    kernelscope_version: str
+    platform: str
+    python: str
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    gpu_note: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    tools: list[ToolInfo] = Field(default_factory=list)
+    default_arch: str = Field(description="Arch used when a compile request names none.")
+    counters_readable: bool | None = Field(
+        None, description="GPU performance counters readable by this user (None: not checked/unknown)."
+    )
+    counters_note: str | None = None
+    nsys_can_report: bool | None = None
+    nsys_note: str | None = None
+    network_isolation: bool = False
+    network_isolation_note: str | None = None
+    can: dict[str, bool] = Field(default_factory=dict, description="Feature -> available here.")
+    reasons: dict[str, str] = Field(default_factory=dict, description="Feature -> why not, and the fix.")

@@ -1,0 +1,311 @@
+"""Run one command in its own process session with time, CPU, file-size and output limits.
+
+Design notes
+- The child is started through a tiny launcher (``python -I -S -c``) that sets resource limits and
+  optionally enters a new network namespace before ``exec``: ``preexec_fn`` is not safe in a
+  threaded server (the MCP server runs tools on worker threads).
+- ``RLIMIT_AS`` is never set: it breaks the CUDA driver, which reserves large virtual ranges.
+- On timeout or cancellation the whole process group gets SIGTERM, then SIGKILL after a grace
+  period, so a hung kernel or a child that ignores SIGTERM cannot outlive its limit by more than
+  ``Limits.kill_grace_s``. After a normal exit, stragglers left in the group are killed too.
+- Output is read on threads and capped: the head and the tail are kept, the middle is replaced by a
+  marker saying how much was dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import IO
+
+from pydantic import BaseModel, Field
+
+# Environment variables passed through to children (everything else is dropped).
+PASSTHROUGH_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "PYTHONPATH",
+    "SYSTEMROOT",
+)
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+_LAUNCHER = r"""
+import ctypes, json, os, resource, sys
+cfg = json.loads(sys.argv[1])
+for name, value in cfg["rlimits"].items():
+    lim = getattr(resource, name)
+    try:
+        resource.setrlimit(lim, (value, value))
+    except (ValueError, OSError):
+        soft, hard = resource.getrlimit(lim)
+        if hard != resource.RLIM_INFINITY:
+            resource.setrlimit(lim, (min(value, hard), hard))
+if cfg["unshare_net"]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+        if cfg["require_net_isolation"]:
+            sys.stderr.write("kernelscope sandbox: cannot isolate the network: errno %d\n" % ctypes.get_errno())
+            os._exit(125)
+try:
+    os.execvpe(sys.argv[2], sys.argv[2:], os.environ)
+except OSError as e:
+    sys.stderr.write("kernelscope sandbox: cannot execute %r: %s\n" % (sys.argv[2], e))
+    os._exit(127)
+"""
+
+
+class Limits(BaseModel):
+    """Limits for one process (and its children, which share the process group)."""
+
+    wall_s: float = Field(60.0, gt=0, description="Wall-clock limit; the whole group is killed after it.")
+    cpu_s: int | None = Field(None, gt=0, description="RLIMIT_CPU per process, seconds.")
+    file_size_bytes: int | None = Field(
+        1 << 30, gt=0, description="RLIMIT_FSIZE: largest file a process may write."
+    )
+    max_processes: int | None = Field(None, gt=0, description="RLIMIT_NPROC (per user: use with care).")
+    output_bytes: int = Field(1 << 20, gt=0, description="Bytes kept of stdout and of stderr each.")
+    kill_grace_s: float = Field(2.0, ge=0, description="Time between SIGTERM and SIGKILL.")
+    isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows.")
+
+
+class ProcessResult(BaseModel):
+    argv: list[str]
+    returncode: int | None = Field(description="Exit status; negative for a signal; None if never started.")
+    signal_name: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    wall_s: float = 0.0
+    timed_out: bool = False
+    cancelled: bool = False
+    network_isolated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.cancelled
+
+    def describe_failure(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.1f} s (the process group was killed)"
+        if self.cancelled:
+            return "cancelled (the process group was killed)"
+        if self.signal_name:
+            return f"killed by {self.signal_name}"
+        return f"exited with status {self.returncode}"
+
+
+class _Capped:
+    """Collects a stream keeping the first ``head`` and last ``tail`` bytes."""
+
+    def __init__(self, cap: int) -> None:
+        self.head_cap = cap - cap // 4
+        self.tail_cap = cap // 4
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_cap > 0:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        if not self.truncated:
+            return head + self.tail.decode("utf-8", errors="replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        marker = f"\n[... {dropped} bytes of output truncated by kernelscope ...]\n"
+        return head + marker + self.tail.decode("utf-8", errors="replace")
+
+
+def _pump(stream: IO[bytes], sink: _Capped) -> None:
+    try:
+        while True:
+            chunk = stream.read(65536)
+            if not chunk:
+                break
+            sink.feed(chunk)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def build_env(
+    extra: Mapping[str, str] | None = None, *, home: Path | None = None, path: str | None = None
+) -> dict[str, str]:
+    """A minimal environment: PATH, HOME, locale, TMPDIR and the CUDA variables of the server."""
+    env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+    env["PATH"] = path or os.environ.get("PATH", DEFAULT_PATH)
+    env["LANG"] = "C.UTF-8"
+    env["LC_ALL"] = "C.UTF-8"
+    if home is not None:
+        env["HOME"] = str(home)
+        tmp = home / "tmp"
+        if tmp.is_dir():
+            env["TMPDIR"] = str(tmp)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    limits: Limits | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+    cancel: threading.Event | None = None,
+) -> ProcessResult:
+    """Run ``argv`` (never through a shell) in ``cwd`` under ``limits``; never raises for the
+    child's own failures: a missing executable, a crash or a timeout are all results."""
+    limits = limits or Limits()
+    argv = [str(a) for a in argv]
+    if not argv:
+        raise ValueError("empty command")
+    rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
+    if limits.cpu_s:
+        rlimits["RLIMIT_CPU"] = int(limits.cpu_s)
+    if limits.file_size_bytes:
+        rlimits["RLIMIT_FSIZE"] = int(limits.file_size_bytes)
+    if limits.max_processes:
+        rlimits["RLIMIT_NPROC"] = int(limits.max_processes)
+    net = limits.isolate_network and network_isolation_status()[0]
+    cfg = json.dumps({"rlimits": rlimits, "unshare_net": net, "require_net_isolation": False})
+    full = [sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
+    child_env = dict(env) if env is not None else build_env(home=cwd)
+
+    start = time.monotonic()
+    out, err = _Capped(limits.output_bytes), _Capped(limits.output_bytes)
+    try:
+        proc = subprocess.Popen(
+            full,
+            cwd=str(cwd),
+            env=child_env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as e:
+        return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
+
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
+    ]
+    for t in pumps:
+        t.start()
+    if stdin is not None and proc.stdin is not None:
+
+        def _feed() -> None:
+            try:
+                proc.stdin.write(stdin)  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+        threading.Thread(target=_feed, daemon=True).start()
+
+    timed_out = cancelled = False
+    deadline = start + limits.wall_s
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            cancelled = True
+        elif time.monotonic() >= deadline:
+            timed_out = True
+        if timed_out or cancelled:
+            _killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=limits.kill_grace_s)
+            except subprocess.TimeoutExpired:
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            break
+    wall = time.monotonic() - start
+    # Children left in the group (daemonised helpers, fork bombs) die with the job.
+    _killpg(proc.pid, signal.SIGKILL)
+    for t in pumps:
+        t.join(timeout=5.0)
+    return ProcessResult(
+        argv=argv,
+        returncode=proc.returncode,
+        signal_name=_signal_name(proc.returncode),
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+        wall_s=wall,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        network_isolated=net,
+    )
+
+
+@lru_cache(maxsize=1)
+def network_isolation_status() -> tuple[bool, str]:
+    """Whether children can be put in a fresh network namespace here, and why not."""
+    if not sys.platform.startswith("linux"):
+        return False, "network namespaces exist only on Linux"
+    code = "import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.unshare(0x40000000)==0 else 1)"
+    try:
+        r = subprocess.run([sys.executable, "-I", "-S", "-c", code], timeout=10, capture_output=True)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"probe failed: {e}"
+    if r.returncode == 0:
+        return True, "children run in a private network namespace (no network)"
+    return False, "unshare(CLONE_NEWNET) is not permitted here (needs CAP_SYS_ADMIN); children keep the network"

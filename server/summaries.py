@@ -1,0 +1,95 @@
+"""Bounded text summaries: what a model reads first. Diagnosis before data, numbers in every line,
+ranked fixes; full data stays in structured content and resources."""
+
+from __future__ import annotations
+
+from kernelscope.models import CompileResult, Finding, SassResult
+
+DEFAULT_BUDGET_CHARS = 8000  # ~2,000 tokens
+
+
+def _clip(text: str, budget: int) -> str:
+    if len(text) <= budget:
+        return text
+    return text[: budget - 60].rstrip() + "\n[... summary truncated; the structured result has everything]"
+
+
+def render_findings(findings: list[Finding], *, max_findings: int = 8, max_fixes: int = 3) -> list[str]:
+    lines: list[str] = []
+    for i, f in enumerate(findings[:max_findings], 1):
+        lines.append(f"{i}. [{f.severity.upper()}] {f.title} ({f.rule})")
+        lines.append(f"   {f.diagnosis}")
+        ev = "; ".join(
+            f"{e.metric}={e.value}{e.unit or ''}" + (f" (threshold {e.threshold})" if e.threshold is not None else "")
+            + (f" at {e.line}" if e.line else "")
+            for e in f.evidence[:4]
+        )
+        if ev:
+            lines.append(f"   evidence: {ev}")
+        for j, fix in enumerate(f.fixes[:max_fixes], 1):
+            lines.append(f"   fix {j}: {fix.action} -> {fix.expected_effect}")
+    if len(findings) > max_findings:
+        lines.append(f"(+{len(findings) - max_findings} more findings in the structured result)")
+    return lines
+
+
+def compile_summary(r: CompileResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines: list[str] = []
+    if r.success:
+        hit = " (cache hit)" if r.cache_hit else ""
+        lines.append(f"Compiled OK{hit}: {r.kind} for {r.arch} with nvcc {r.compiler_version} in "
+                     f"{r.compile_time_s:.2f} s. artifact_id={r.artifact_id}")
+    else:
+        lines.append(f"Compile FAILED: {r.error_count} error(s), {r.warning_count} warning(s) "
+                     f"(nvcc {r.compiler_version}, {r.arch}).")
+    errs = [d for d in r.diagnostics if d.severity in ("error", "fatal")]
+    warns = [d for d in r.diagnostics if d.severity == "warning"]
+    for d in errs[:10] + warns[:5]:
+        loc = f"{d.file}:{d.line}" if d.file and d.line else (d.file or d.tool)
+        first = d.message.splitlines()[0]
+        lines.append(f"- {d.severity} at {loc}: {first}")
+    if len(errs) > 10:
+        lines.append(f"(+{len(errs) - 10} more errors; see diagnostics)")
+    entries = [k for k in r.kernels if k.is_entry]
+    if entries:
+        lines.append("Kernels (ptxas):")
+        for k in entries[:12]:
+            spill = (k.spill_stores_bytes or 0) + (k.spill_loads_bytes or 0)
+            lines.append(
+                f"- {k.name}: {k.registers} regs, {k.shared_bytes or 0} B smem, {k.stack_bytes or 0} B stack, "
+                f"spills {k.spill_stores_bytes or 0}/{k.spill_loads_bytes or 0} B st/ld"
+                + (" <- SPILLS" if spill else "")
+            )
+        if len(entries) > 12:
+            lines.append(f"(+{len(entries) - 12} more kernels)")
+    if r.findings:
+        lines.append("Findings:")
+        lines += render_findings(r.findings)
+    elif r.success and entries:
+        lines.append("No resource problems found by the ptxas rules.")
+    if r.success:
+        lines.append("Next: `sass` with this artifact_id for instruction statistics.")
+    return _clip("\n".join(lines), budget)
+
+
+def sass_summary(r: SassResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines = [f"SASS of artifact {r.artifact_id} ({r.arch or 'unknown arch'}): {len(r.kernels)} kernel(s), "
+             f"{r.listing_lines} listing lines. Full listing: {r.listing_uri}"]
+    for k in r.kernels[:10]:
+        mix = ", ".join(f"{c.cls} {c.pct:.0f}%" for c in k.classes[:6])
+        loads = ", ".join(f"{w}b:{n}" for w, n in sorted(k.memory.loads_by_width.items(), key=lambda x: int(x[0])))
+        stores = ", ".join(f"{w}b:{n}" for w, n in sorted(k.memory.stores_by_width.items(), key=lambda x: int(x[0])))
+        tc = ", ".join(f"{op}x{n}" for op, n in k.tensor_core_instructions.items()) or "none"
+        lines.append(f"- {k.name}: {k.instructions} instr, {k.registers if k.registers is not None else '?'} regs; "
+                     f"mix: {mix}")
+        lines.append(f"  global loads by width [{loads or 'none'}], stores [{stores or 'none'}]; tensor cores: {tc}; "
+                     f"LDL/STL {k.local_loads}/{k.local_stores}; FP64 {k.fp64_instructions}; MUFU "
+                     f"{k.special_function_instructions}; predicated {k.predicated_pct:.0f}%")
+    if len(r.kernels) > 10:
+        lines.append(f"(+{len(r.kernels) - 10} more kernels in the structured result)")
+    if r.findings:
+        lines.append("Findings:")
+        lines += render_findings(r.findings)
+    else:
+        lines.append("No SASS-level problems found.")
+    return _clip("\n".join(lines), budget)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def _gpu_absent_reason() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            n = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as e:  # NVML missing or no driver
+        return f"no NVIDIA GPU here (NVML: {e}); gpu tests run on the device machine"
+    return None if n > 0 else "NVML sees 0 GPUs; gpu tests run on the device machine"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _gpu_absent_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernelscope_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every test session gets its own artifact store; the repo and tmp dirs are allowed roots."""
+    from kernelscope.config import set_settings, settings_from_env
+
+    home = tmp_path_factory.mktemp("kshome")
+    roots = [str(REPO), str(tmp_path_factory.getbasetemp())]
+    os.environ["KERNELSCOPE_HOME"] = str(home)
+    os.environ["KERNELSCOPE_ALLOWED_ROOTS"] = os.pathsep.join(roots)
+    set_settings(settings_from_env(home=home, roots=roots))
+    return home
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -116,7 +116,8 @@ def check_nvcc_flags(flags: Sequence[str], *, max_flags: int = 64) -> list[str]:
             eq = "="
         if eq and name in _VALUED:
             if not _VALUED[name].match(value):
-                raise _refuse(flag if value in flag else f"{name} {value}", f"{value!r} is not a valid value for {name}")
+                shown = flag if value in flag else f"{name} {value}"
+                raise _refuse(shown, f"{value!r} is not a valid value for {name}")
             if name in ("-maxrregcount", "--maxrregcount") and not 16 <= int(value) <= 255:
                 raise _refuse(f"{name}={value}", "the register limit must be between 16 and 255")
             out.append(f"{name}={value}")

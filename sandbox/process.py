@@ -14,6 +14,7 @@ Design notes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -154,10 +155,8 @@ def _pump(stream: IO[bytes], sink: _Capped) -> None:
     except (OSError, ValueError):
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             stream.close()
-        except OSError:
-            pass
 
 
 def build_env(
@@ -179,10 +178,8 @@ def build_env(
 
 
 def _killpg(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_name(returncode: int | None) -> str | None:

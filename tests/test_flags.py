@@ -1,5 +1,4 @@
 import pytest
-
 from kernelscope.errors import InputError
 from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, normalize_arch
 

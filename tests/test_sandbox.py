@@ -4,7 +4,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kernelscope.sandbox import Limits, PathRefused, Workspace, contained_path, resolve_user_path, run_process
 
 

@@ -15,8 +15,6 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics.resources import resource_findings
@@ -27,6 +25,7 @@ from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.tools.toolchain import ToolMissing, locate, require, tool_info
+from pydantic import BaseModel, Field
 
 OutputKind = Literal["auto", "cubin", "executable"]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\.(cu|cuh|cpp|cc)$")
@@ -269,7 +268,9 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
             raise InputError(f"The source is {len(raw)} bytes; sources are limited to {s.max_source_bytes} bytes.")
         filename = req.filename
     if not _SAFE_NAME.match(filename):
-        raise InputError(f"File name {filename!r} refused: use letters, digits, '_', '.', '-' and a .cu/.cuh/.cpp suffix.")
+        raise InputError(
+            f"File name {filename!r} refused: use letters, digits, '_', '.', '-' and a .cu/.cuh/.cpp suffix."
+        )
     if b"\x00" in raw:
         raise InputError("The source contains NUL bytes: it looks binary, not CUDA C++ text.")
     try:

@@ -25,7 +25,7 @@ _VERSION_ARGS: dict[str, list[str]] = {
     "ncu": ["--version"],
     "nsys": ["--version"],
     "compute-sanitizer": ["--version"],
-    "cu++filt": ["--version"],
+    "cu++filt": ["_Z1fv"],  # it has no --version: demangling a name proves it works
 }
 
 _MISSING_FIX: dict[str, str] = {

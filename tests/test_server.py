@@ -1,0 +1,203 @@
+"""The MCP surface through real clients: in-memory (2026 era), legacy handshake, stdio subprocess and
+streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kernelscope.server.app import mcp
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+SAXPY = """
+__global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+TOOLS = {"capabilities", "compile", "sass"}
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    async with Client(mcp, raise_exceptions=True) as c:
+        yield c
+
+
+def _text(result) -> str:  # type: ignore[no-untyped-def]
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+async def test_tools_are_listed_with_schemas_and_annotations(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) >= TOOLS
+    for name in TOOLS:
+        t = tools[name]
+        assert t.description and t.output_schema and t.input_schema["type"] == "object"
+        assert t.annotations is not None and t.annotations.open_world_hint is False
+    assert tools["sass"].annotations.read_only_hint is True
+    assert tools["compile"].annotations.idempotent_hint is True
+    assert set(tools["compile"].input_schema["properties"]) >= {"source", "path", "arch", "flags", "output"}
+
+
+async def test_compile_then_sass_then_resources(client: Client) -> None:
+    r = await client.call_tool("compile", {"source": SAXPY, "arch": "sm_90"})
+    assert not r.is_error, _text(r)
+    sc = r.structured_content
+    assert sc["success"] and sc["kernels"][0]["registers"] > 0
+    assert "Compiled OK" in _text(r) and sc["artifact_id"] in _text(r)
+    aid = sc["artifact_id"]
+
+    s = await client.call_tool("sass", {"artifact_id": aid})
+    assert not s.is_error, _text(s)
+    assert s.structured_content["kernels"][0]["instructions"] > 0
+    assert "global loads by width" in _text(s)
+
+    src = await client.read_resource(f"kernelscope://artifacts/{aid}/source")
+    assert "saxpy" in src.contents[0].text
+    listing = await client.read_resource(f"kernelscope://artifacts/{aid}/sass")
+    assert "LDG" in listing.contents[0].text
+    meta = await client.read_resource(f"kernelscope://artifacts/{aid}")
+    assert aid in meta.contents[0].text
+
+
+async def test_compile_error_is_a_result_not_a_tool_error(client: Client) -> None:
+    r = await client.call_tool("compile", {"source": "__global__ void k() { int x = y; }\n"})
+    assert not r.is_error
+    assert r.structured_content["success"] is False
+    assert r.structured_content["diagnostics"][0]["line"] == 1
+    assert "Compile FAILED" in _text(r) and "kernel.cu:1" in _text(r)
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"source": SAXPY, "flags": ["-o", "/tmp/evil"]}, "refused"),
+    ({"path": "/etc/passwd"}, "outside the allowed roots"),
+    ({"source": SAXPY, "arch": "hopper"}, "not a GPU architecture"),
+    ({}, "exactly one"),
+    ({"source": SAXPY, "output": "dll"}, "validation error"),
+    ({"source": 42}, "validation error"),
+])
+async def test_bad_compile_input_gives_specific_tool_errors(client: Client, args: dict, needle: str) -> None:
+    r = await client.call_tool("compile", args)
+    assert r.is_error and needle in _text(r), _text(r)
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"artifact_id": "nothex"}, "is not an artifact id"),
+    ({"artifact_id": "0" * 24}, "No artifact"),
+    ({"cubin_base64": "!!!"}, "not valid base64"),
+    ({"cubin_base64": "aGVsbG8gd29ybGQ="}, "not a CUDA ELF cubin"),
+    ({}, "exactly one"),
+])
+async def test_bad_sass_input(client: Client, args: dict, needle: str) -> None:
+    r = await client.call_tool("sass", args)
+    assert r.is_error and needle in _text(r), _text(r)
+
+
+async def test_missing_resource(client: Client) -> None:
+    from mcp import MCPError
+
+    with pytest.raises(MCPError):
+        await client.read_resource("kernelscope://artifacts/" + "0" * 24 + "/sass")
+
+
+async def test_capabilities_tool_and_resource(client: Client) -> None:
+    r = await client.call_tool("capabilities", {})
+    assert not r.is_error, _text(r)
+    sc = r.structured_content
+    assert sc["can"]["compile"] is True and any(t["name"] == "nvcc" and t["usable"] for t in sc["tools"])
+    assert "nvcc" in _text(r)
+    res = await client.read_resource("kernelscope://capabilities")
+    assert '"default_arch"' in res.contents[0].text
+
+
+async def test_legacy_handshake_session() -> None:
+    async with Client(mcp, mode="legacy") as c:
+        assert c.protocol_version != "2026-07-28"
+        r = await c.call_tool("compile", {"source": SAXPY})
+        assert not r.is_error and r.structured_content["success"]
+
+
+async def test_progress_is_reported(client: Client) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    await client.call_tool("compile", {"source": SAXPY + "\n// progress\n"}, progress_callback=on_progress)
+    assert seen and seen[-1][0] == 1
+
+
+def _serve_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    env["KERNELSCOPE_HOME"] = str(home)
+    return env
+
+
+async def test_stdio_subprocess_session(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kernelscope", "serve", "--home", str(tmp_path), "--root", str(tmp_path)],
+        env=_serve_env(tmp_path), cwd=str(tmp_path),
+    )
+    (tmp_path / "k.cu").write_text(SAXPY)
+    async with Client(params) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert names >= TOOLS
+        r = await c.call_tool("compile", {"path": "k.cu"})
+        assert not r.is_error and r.structured_content["success"], _text(r)
+        bad = await c.call_tool("compile", {"path": "/etc/passwd"})
+        assert bad.is_error  # and the server is still there:
+        again = await c.call_tool("compile", {"path": "k.cu"})
+        assert again.structured_content["cache_hit"] is True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_streamable_http_session(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
+         "--home", str(tmp_path), "--root", str(tmp_path)],
+        env=_serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            r = await c.call_tool("compile", {"source": SAXPY})
+            assert not r.is_error and r.structured_content["success"]
+            caps = await c.call_tool("capabilities", {})
+            assert not caps.is_error
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_http_refuses_non_loopback_bind(capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelscope.cli import main
+
+    assert main(["serve", "--transport", "http", "--host", "0.0.0.0", "--port", "1"]) == 2
+    assert "refusing to bind" in capsys.readouterr().err
+
+
+def test_cli_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "kernelscope", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("kernelscope ")

@@ -36,10 +36,8 @@ def test_readme_commands_exist() -> None:
 
 @pytest.mark.slow
 def test_wheel_installs_only_the_kernelscope_namespace(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                        str(tmp_path), str(REPO)], capture_output=True, text=True)
-    if r.returncode != 0 and "No module named" in r.stderr:
-        pytest.skip(f"cannot build a wheel offline here: {r.stderr.strip()[-200:]}")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(REPO)],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     (whl,) = tmp_path.glob("kernelscope-*.whl")
     tops = {n.split("/")[0] for n in zipfile.ZipFile(whl).namelist()}

@@ -24,7 +24,7 @@ from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
-from kernelscope.tools.toolchain import ToolMissing, locate, require, tool_info
+from kernelscope.tools.toolchain import ToolMissing, demangle, require, tool_info
 from pydantic import BaseModel, Field
 
 OutputKind = Literal["auto", "cubin", "executable"]
@@ -159,22 +159,6 @@ def parse_ptxas_report(log: str) -> list[KernelResources]:
         k.is_entry = name in entries
         k.arch = arch_of.get(name)
     return list(funcs.values())
-
-
-def demangle(names: list[str]) -> dict[str, str]:
-    """Mangled -> demangled, with cu++filt or c++filt (one batched call); identity on failure."""
-    if not names:
-        return {}
-    tool = locate("cu++filt")[0] or locate("c++filt")[0]
-    if tool is None:
-        return {n: n for n in names}
-    with Workspace(prefix="demangle-") as ws:
-        r = run_process([str(tool)], cwd=ws.path, stdin=("\n".join(names) + "\n").encode(),
-                        limits=Limits(wall_s=20, output_bytes=1 << 20), env=build_env(home=ws.path))
-    out = r.stdout.splitlines() if r.ok else []
-    if len(out) != len(names):
-        return {n: n for n in names}
-    return dict(zip(names, (o.strip() or n for o, n in zip(out, names, strict=True)), strict=True))
 
 
 # --------------------------------------------------------------------------------------- checks

@@ -33,7 +33,7 @@ from kernelscope.models import (
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import Artifact, ArtifactMeta, content_id, get_store
-from kernelscope.tools.toolchain import ToolMissing, locate, require
+from kernelscope.tools.toolchain import ToolMissing, demangle, require
 
 EM_CUDA = 190  # ELF e_machine of CUDA cubins
 LISTING_MAX_BYTES = 64 << 20  # stdout kept from one disassembler run
@@ -401,26 +401,6 @@ def _stats(block: _Block, resources: dict[tuple[str | None, str], tuple[int, int
         barriers=opcodes["BAR"],
         source_lines=len(block.source_lines) if block.source_lines else None,
     )
-
-
-def demangle(names: Sequence[str]) -> dict[str, str]:
-    """Mangled -> demangled with cu++filt or c++filt in one call; names map to themselves on failure."""
-    unique = sorted(set(names))
-    identity = {n: n for n in unique}
-    mangled = [n for n in unique if n.startswith("_Z") and "\n" not in n]
-    tool = locate("cu++filt")[0] or locate("c++filt")[0]
-    if not mangled or tool is None:
-        return identity
-    with Workspace(prefix="demangle-") as ws:
-        r = run_process(
-            [str(tool)], cwd=ws.path, stdin=("\n".join(mangled) + "\n").encode(),
-            limits=Limits(wall_s=20, output_bytes=4 << 20), env=build_env(home=ws.path),
-        )
-    out = r.stdout.splitlines() if r.ok else []
-    if len(out) != len(mangled):
-        return identity
-    identity.update({n: (d.strip() or n) for n, d in zip(mangled, out, strict=True)})
-    return identity
 
 
 def _analyze(listing: str) -> list[tuple[KernelSassStats, _Block]]:

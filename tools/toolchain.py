@@ -9,11 +9,13 @@ import re
 import shutil
 import sys
 import sysconfig
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
 from kernelscope.models import ToolInfo
 from kernelscope.sandbox.process import Limits, build_env, run_process
+from kernelscope.sandbox.workspace import Workspace
 
 TOOL_NAMES = ("nvcc", "ptxas", "cuobjdump", "nvdisasm", "ncu", "nsys", "compute-sanitizer", "cu++filt")
 
@@ -133,6 +135,26 @@ class ToolMissing(RuntimeError):
         super().__init__(f"{name} is not available here: {note}")
         self.tool = name
         self.note = note
+
+
+def demangle(names: Sequence[str]) -> dict[str, str]:
+    """Mangled -> demangled with cu++filt or c++filt in one call; names map to themselves on failure."""
+    unique = sorted(set(names))
+    identity = {n: n for n in unique}
+    mangled = [n for n in unique if n.startswith("_Z") and "\n" not in n]
+    tool = locate("cu++filt")[0] or locate("c++filt")[0]
+    if not mangled or tool is None:
+        return identity
+    with Workspace(prefix="demangle-") as ws:
+        r = run_process(
+            [str(tool)], cwd=ws.path, stdin=("\n".join(mangled) + "\n").encode(),
+            limits=Limits(wall_s=20, output_bytes=4 << 20), env=build_env(home=ws.path),
+        )
+    out = r.stdout.splitlines() if r.ok else []
+    if len(out) != len(mangled):
+        return identity
+    identity.update({n: (d.strip() or n) for n, d in zip(mangled, out, strict=True)})
+    return identity
 
 
 def reset_cache() -> None:

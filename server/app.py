@@ -17,15 +17,16 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
-from kernelscope._version import __version__
-from kernelscope.errors import KernelscopeError
-from kernelscope.models import CapabilityReport, CompileResult, SassResult
-from kernelscope.server.summaries import compile_summary, sass_summary
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+
+from kernelscope._version import __version__
+from kernelscope.errors import KernelscopeError
+from kernelscope.models import CapabilityReport, CompileResult, SassResult
+from kernelscope.server.summaries import compile_summary, sass_summary
 
 log = logging.getLogger("kernelscope.server")
 T = TypeVar("T")

@@ -14,13 +14,20 @@ def _clip(text: str, budget: int) -> str:
     return text[: budget - 60].rstrip() + "\n[... summary truncated; the structured result has everything]"
 
 
+def fmt(value: float | str | None) -> str:
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:.4g}"
+    return str(value)
+
+
 def render_findings(findings: list[Finding], *, max_findings: int = 8, max_fixes: int = 3) -> list[str]:
     lines: list[str] = []
     for i, f in enumerate(findings[:max_findings], 1):
         lines.append(f"{i}. [{f.severity.upper()}] {f.title} ({f.rule})")
         lines.append(f"   {f.diagnosis}")
         ev = "; ".join(
-            f"{e.metric}={e.value}{e.unit or ''}" + (f" (threshold {e.threshold})" if e.threshold is not None else "")
+            f"{e.metric}={fmt(e.value)}{e.unit or ''}"
+            + (f" (threshold {fmt(e.threshold)})" if e.threshold is not None else "")
             + (f" at {e.line}" if e.line else "")
             for e in f.evidence[:4]
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from kernelscope.errors import NotAvailable
 from kernelscope.models import CapabilityReport, GpuInfo, ToolInfo
 from kernelscope.tools import capabilities as caps

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from kernelscope.errors import InputError
 from kernelscope.tools.artifacts import get_store
 from kernelscope.tools.compile import CompileRequest, compile_cuda, parse_diagnostics, parse_ptxas_report

@@ -1,4 +1,5 @@
 import pytest
+
 from kernelscope.errors import InputError
 from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, normalize_arch
 

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from kernelscope.cli import build_parser
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from kernelscope.sandbox import Limits, PathRefused, Workspace, contained_path, resolve_user_path, run_process
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
 from kernelscope.errors import InputError
 from kernelscope.models import KernelSassStats, SassResult

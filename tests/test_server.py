@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kernelscope.server.app import mcp
 from mcp import Client, StdioServerParameters
+
+from kernelscope.server.app import mcp
 
 pytestmark = pytest.mark.anyio
 

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, Field
+
 from kernelscope.config import ensure_dirs
 from kernelscope.errors import ArtifactNotFound, InputError
-from pydantic import BaseModel, Field
 
 ID_LEN = 24
 _ID_RE = re.compile(rf"^[0-9a-f]{{{ID_LEN}}}$")

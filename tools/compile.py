@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel, Field
+
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics.resources import resource_findings
@@ -25,7 +27,6 @@ from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.tools.toolchain import ToolMissing, demangle, require, tool_info
-from pydantic import BaseModel, Field
 
 OutputKind = Literal["auto", "cubin", "executable"]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\.(cu|cuh|cpp|cc)$")

@@ -138,7 +138,7 @@ async def test_progress_is_reported(client: Client) -> None:
 
 
 def _serve_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH")}
     env["KERNELSCOPE_HOME"] = str(home)
     return env
 

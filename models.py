@@ -189,3 +189,118 @@ class CapabilityReport(BaseModel):
     network_isolation_note: str | None = None
     can: dict[str, bool] = Field(default_factory=dict, description="Feature -> available here.")
     reasons: dict[str, str] = Field(default_factory=dict, description="Feature -> why not, and the fix.")
+
+
+# --------------------------------------------------------------------------- run (eval and program)
+Verdict = Literal["faster", "slower", "inconclusive", "incorrect", "invalid"]
+
+
+class TimingStats(BaseModel):
+    runs: int
+    median_us: float
+    mean_us: float
+    min_us: float
+    max_us: float
+    p10_us: float
+    p90_us: float
+    iqr_us: float = Field(description="Interquartile range (p75 - p25).")
+    cv_pct: float = Field(description="Coefficient of variation, 100 * stdev / mean.")
+
+
+class Speedup(BaseModel):
+    baseline: Literal["eager", "compile"]
+    speedup: float = Field(description="median(reference) / median(candidate).")
+    ci_low: float = Field(description="95% bootstrap confidence interval, lower end.")
+    ci_high: float
+    verdict: Literal["faster", "slower", "inconclusive"]
+
+
+class TrialResult(BaseModel):
+    trial: int
+    ok: bool
+    error: str | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+
+
+class Correctness(BaseModel):
+    correct: bool
+    trials: int
+    passed: int
+    policy: str = Field(description="Tolerance policy: strict, default or kernelbench.")
+    tolerances: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="dtype -> {rtol, atol} applied (integers and bools compare exactly).")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    trial_results: list[TrialResult] = Field(default_factory=list)
+    rules: str = Field(
+        "Fresh seeded random inputs each trial; NaN/Inf always fail; shapes and dtypes must match; "
+        "memory is poisoned with NaN before each candidate call; inputs must not be modified.",
+    )
+
+
+class EnergyReading(BaseModel):
+    available: bool
+    calls: int | None = None
+    window_s: float | None = None
+    energy_j: float | None = None
+    joules_per_call: float | None = None
+    avg_power_w: float | None = None
+    note: str | None = None
+
+
+class CheatFlag(BaseModel):
+    id: str = Field(description="e.g. reference-ops, fallback-to-torch, side-stream, timer-tampering, "
+                                "cached-output, lazy-output, precision-downgrade, implausible-speedup")
+    severity: Literal["invalid", "review"]
+    message: str
+    evidence: dict[str, object] = Field(default_factory=dict)
+
+
+class EvalResult(BaseModel):
+    verdict: Verdict
+    status: Literal["ok", "error", "invalid", "crashed", "timeout"]
+    error: str | None = Field(None, description="What went wrong, for error/crashed/timeout/invalid.")
+    device: str | None = None
+    gpu: str | None = None
+    torch: str | None = None
+    correctness: Correctness | None = None
+    timings: dict[str, TimingStats] = Field(
+        default_factory=dict, description="'candidate', 'reference' (eager), 'reference_compile' if asked.")
+    speedups: list[Speedup] = Field(default_factory=list)
+    candidate_synced_us_per_call: float | None = None
+    energy: dict[str, EnergyReading] = Field(default_factory=dict)
+    flags: list[CheatFlag] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    ops: dict[str, list[str]] = Field(default_factory=dict, description="aten ops seen in one forward of each.")
+    wall_s: float = Field(0.0, description="Whole evaluation, process start to result.")
+    harness_wall_s: float | None = None
+    gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")
+    stderr_tail: str | None = None
+    traceback: str | None = None
+
+
+class KernelTime(BaseModel):
+    name: str
+    launches: int
+    total_ns: float
+    mean_ns: float
+    min_ns: float
+    max_ns: float
+
+
+class ProgramResult(BaseModel):
+    artifact_id: str
+    exit_status: int | None
+    signal_name: str | None = None
+    crashed: bool = False
+    timed_out: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    wall_s: float
+    kernel_times: list[KernelTime] | None = Field(
+        None, description="Per-kernel GPU durations (ncu gpu__time_duration, serialized launches), if asked.")
+    kernel_times_note: str | None = None
+    gpu_wait_s: float = 0.0

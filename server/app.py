@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError
-from kernelscope.models import CapabilityReport, CompileResult, SassResult
-from kernelscope.server.summaries import compile_summary, sass_summary
+from kernelscope.models import CapabilityReport, CompileResult, EvalResult, ProgramResult, SassResult
+from kernelscope.server.summaries import compile_summary, eval_summary, program_summary, sass_summary
 
 log = logging.getLogger("kernelscope.server")
 T = TypeVar("T")
@@ -38,6 +38,10 @@ kernelscope gives you real GPU performance tools for CUDA kernels. Typical flow:
    resources per kernel (registers, shared memory, spills) and findings; returns an artifact_id.
 3. `sass` on that artifact_id: instruction mix, global load/store widths (vectorization), tensor-core
    use, local memory (spills), FP64 and special functions, with findings and ranked fixes.
+4. `run` in eval mode: a KernelBench-style reference (Model, get_inputs, get_init_inputs) and a
+   candidate (ModelNew; CUDA through kernelscope.fast.CudaKernel (NVRTC) or load_inline): correctness
+   over several trials, timing with a speedup confidence interval, a verdict, and cheat checks.
+   In program mode it runs a compiled executable (exit status, output, per-kernel GPU times).
 Every answer starts with a short diagnosis; the structured result has all the data, and full
 listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 """
@@ -182,6 +186,90 @@ async def sass_tool(
     if ctx is not None:
         await ctx.report_progress(1, 1, "done")
     return _result(result, sass_summary(result))
+
+
+def _progress_reporter(ctx: Context | None) -> Any:
+    """A callback for worker threads that sends 'queued for the GPU' progress to the client."""
+    if ctx is None:
+        return None
+
+    def on_wait(ahead: int, waited_s: float) -> None:
+        msg = f"waiting for the GPU: {ahead} job(s) ahead, {waited_s:.0f} s so far"
+        try:
+            anyio.from_thread.run(ctx.report_progress, 0, None, msg)
+        except Exception:  # the client went away; the job itself goes on
+            log.debug("progress notification failed", exc_info=True)
+
+    return on_wait
+
+
+@mcp.tool(
+    name="run",
+    title="Run: correctness, timing, speedup, energy",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                open_world_hint=False),
+)
+async def run_tool(
+    mode: Annotated[Literal["eval", "program"], Field(description="eval: candidate vs reference; program: run "
+                                                                  "an executable artifact.")] = "eval",
+    reference: Annotated[str | None, Field(description="eval: reference module source (Model, get_inputs, "
+                                                       "get_init_inputs).")] = None,
+    reference_path: Annotated[str | None, Field(description="eval: or a reference .py under the allowed "
+                                                            "roots.")] = None,
+    candidate: Annotated[str | None, Field(description="eval: candidate module source defining ModelNew.")] = None,
+    candidate_path: Annotated[str | None, Field(description="eval: or a candidate .py under the allowed "
+                                                            "roots.")] = None,
+    device: Annotated[Literal["auto", "cuda", "cpu"], Field(description="eval: where to run.")] = "auto",
+    trials: Annotated[int, Field(ge=1, le=100, description="eval: correctness trials (fresh inputs each).")] = 5,
+    tolerance: Annotated[Literal["strict", "default", "kernelbench"], Field(
+        description="eval: tolerance policy (default fp32 1e-4, fp16 1e-2, bf16 2e-2; kernelbench 1e-2 for "
+                    "all; strict fp32 1e-5).")] = "default",
+    reference_modes: Annotated[list[Literal["eager", "compile"]] | None, Field(
+        description="eval: baselines to time (eager PyTorch, torch.compile).")] = None,
+    timing_budget_s: Annotated[float, Field(gt=0, le=60, description="eval: seconds of timed runs.")] = 1.0,
+    measure_energy: Annotated[bool, Field(description="eval: NVML energy per call (adds ~2 s per side).")] = False,
+    allow_tf32: Annotated[bool, Field(description="eval: allow TF32 on fp32 problems.")] = False,
+    artifact_id: Annotated[str | None, Field(description="program: an executable artifact from compile.")] = None,
+    args: Annotated[list[str] | None, Field(description="program: command-line arguments.")] = None,
+    kernel_times: Annotated[bool, Field(description="program: per-kernel GPU times via ncu.")] = False,
+    timeout_s: Annotated[float, Field(gt=0, le=3600, description="Wall-clock limit; the job is killed "
+                                                                 "after it.")] = 300.0,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, EvalResult | ProgramResult]:
+    """Run untrusted GPU code in the sandbox. eval mode: check a candidate against a KernelBench-style
+    reference over several trials with fresh random inputs (tolerance policy stated), time both with
+    CUDA events (warm-up, L2 flush, interleaved, medians with IQR/CV), and answer a speedup with a 95%
+    confidence interval and a verdict (faster/slower/inconclusive/incorrect/invalid), optional NVML
+    energy per call, and flags for known cheats. program mode: run an executable artifact and report
+    exit status, output, wall time and per-kernel GPU times. Crashes and hangs are results."""
+    from kernelscope.tools import run as run_mod
+
+    if ctx is not None:
+        await ctx.report_progress(0, 1, f"starting {mode} job")
+    on_wait = _progress_reporter(ctx)
+    if mode == "program":
+        if artifact_id is None:
+            raise ToolError("program mode needs `artifact_id` (an executable from compile).")
+        try:
+            preq = run_mod.ProgramRequest(artifact_id=artifact_id, args=args or [], timeout_s=timeout_s,
+                                          kernel_times=kernel_times)
+        except ValueError as e:
+            raise ToolError(f"Invalid run request: {e}") from None
+        presult = await _call(run_mod.run_program, preq, cancellable=True, on_wait=on_wait)
+        if ctx is not None:
+            await ctx.report_progress(1, 1, "done")
+        return _result(presult, program_summary(presult))
+    try:
+        ereq = run_mod.EvalRequest(reference=reference, reference_path=reference_path, candidate=candidate,
+                                   candidate_path=candidate_path, device=device, trials=trials, tolerance=tolerance,
+                                   reference_modes=reference_modes or ["eager"], timing_budget_s=timing_budget_s,
+                                   measure_energy=measure_energy, allow_tf32=allow_tf32, timeout_s=timeout_s)
+    except ValueError as e:
+        raise ToolError(f"Invalid run request: {e}") from None
+    eresult = await _call(run_mod.eval_candidate, ereq, cancellable=True, on_wait=on_wait)
+    if ctx is not None:
+        await ctx.report_progress(1, 1, eresult.verdict)
+    return _result(eresult, eval_summary(eresult))
 
 
 # ----------------------------------------------------------------------------------- resources

@@ -3,7 +3,7 @@ ranked fixes; full data stays in structured content and resources."""
 
 from __future__ import annotations
 
-from kernelscope.models import CompileResult, Finding, SassResult
+from kernelscope.models import CompileResult, EvalResult, Finding, ProgramResult, SassResult
 
 DEFAULT_BUDGET_CHARS = 8000  # ~2,000 tokens
 
@@ -99,4 +99,75 @@ def sass_summary(r: SassResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
         lines += render_findings(r.findings)
     else:
         lines.append("No SASS-level problems found.")
+    return _clip("\n".join(lines), budget)
+
+
+def eval_summary(r: EvalResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines: list[str] = []
+    head = {"faster": "FASTER", "slower": "SLOWER", "inconclusive": "INCONCLUSIVE (no significant difference)",
+            "incorrect": "INCORRECT", "invalid": "INVALID"}[r.verdict]
+    where = f" on {r.gpu}" if r.gpu else (f" on {r.device}" if r.device else "")
+    lines.append(f"Verdict: {head}{where} (status {r.status}, {r.wall_s:.1f} s).")
+    if r.error:
+        lines.append(f"Error: {r.error}")
+    for f in r.flags:
+        lines.append(f"- [{f.severity.upper()}] {f.id}: {f.message}")
+    c = r.correctness
+    if c is not None:
+        tol = ", ".join(f"{d}: rtol={v['rtol']:g} atol={v['atol']:g}" for d, v in c.tolerances.items())
+        lines.append(f"Correctness: {c.passed}/{c.trials} trials passed ({c.policy} policy; {tol or 'exact'}); "
+                     f"max abs error {fmt(c.max_abs_error)}, max rel error {fmt(c.max_rel_error)}.")
+        for t in c.trial_results:
+            if t.error:
+                lines.append(f"  trial {t.trial}: {t.error}")
+                break
+    if r.timings:
+        for name, t in r.timings.items():
+            lines.append(f"Time {name}: median {t.median_us:.2f} us (IQR {t.iqr_us:.2f}, CV {t.cv_pct:.1f}%, "
+                         f"{t.runs} runs)")
+    for sp in r.speedups:
+        lines.append(f"Speedup vs {sp.baseline}: {sp.speedup:.3f}x (95% CI {sp.ci_low:.3f}-{sp.ci_high:.3f}) -> "
+                     f"{sp.verdict}")
+    for name, e in r.energy.items():
+        if e.available and e.joules_per_call is not None:
+            lines.append(f"Energy {name}: {e.joules_per_call * 1e3:.3f} mJ/call, {e.avg_power_w:.0f} W average over "
+                         f"{e.window_s:.1f} s ({e.calls} calls)")
+        else:
+            lines.append(f"Energy {name}: not measured ({e.note})")
+    if r.energy:
+        note = next((e.note for e in r.energy.values() if e.available and e.note), None)
+        if note:
+            lines.append(f"  ({note})")
+    for n in r.notes:
+        lines.append(f"Note: {n}")
+    if r.traceback:
+        lines.append("Traceback (last lines):")
+        lines += ["  " + ln for ln in r.traceback.strip().splitlines()[-8:]]
+    elif r.stderr_tail and r.status != "ok":
+        lines.append("stderr (last lines):")
+        lines += ["  " + ln for ln in r.stderr_tail.strip().splitlines()[-8:]]
+    return _clip("\n".join(lines), budget)
+
+
+def program_summary(r: ProgramResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    if r.timed_out:
+        status = f"TIMED OUT after {r.wall_s:.1f} s (process group killed)"
+    elif r.crashed:
+        status = f"CRASHED ({r.signal_name})"
+    else:
+        status = f"exit status {r.exit_status}"
+    lines = [f"Program {r.artifact_id}: {status}, wall {r.wall_s:.3f} s."]
+    if r.kernel_times:
+        lines.append("GPU time per kernel (ncu):")
+        for k in r.kernel_times[:15]:
+            lines.append(f"- {k.name}: {k.launches} launches, total {k.total_ns / 1e3:.1f} us, mean "
+                         f"{k.mean_ns / 1e3:.2f} us (min {k.min_ns / 1e3:.2f}, max {k.max_ns / 1e3:.2f})")
+    if r.kernel_times_note:
+        lines.append(f"Note: {r.kernel_times_note}")
+    if r.stdout.strip():
+        lines.append("stdout (tail):")
+        lines += ["  " + ln for ln in r.stdout.strip().splitlines()[-20:]]
+    if r.stderr.strip():
+        lines.append("stderr (tail):")
+        lines += ["  " + ln for ln in r.stderr.strip().splitlines()[-20:]]
     return _clip("\n".join(lines), budget)

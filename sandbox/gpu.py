@@ -1,0 +1,119 @@
+"""GPU leases: one timed job per GPU at a time; other callers queue and can report their place.
+
+A job runs with ``CUDA_VISIBLE_DEVICES`` set to the leased GPU only. Leases are released when the job
+ends however it ends (crash, timeout, cancellation), so the next job on that GPU can start.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kernelscope.errors import InputError, KernelscopeError
+
+
+@dataclass
+class Lease:
+    index: int  # the device's position in this server's view (0..n-1)
+    visible: str  # the value for the child's CUDA_VISIBLE_DEVICES
+    waited_s: float
+
+
+class LeaseCancelled(KernelscopeError):
+    pass
+
+
+class GpuPool:
+    def __init__(self, visible: list[str]) -> None:
+        self.visible = visible
+        self._busy = [False] * len(visible)
+        self._queue: list[int] = []  # tickets in arrival order
+        self._next = 0
+        self._cond = threading.Condition()
+
+    @classmethod
+    def from_environment(cls) -> GpuPool:
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if env is not None:
+            ids = [x.strip() for x in env.split(",") if x.strip() and x.strip() != "-1"]
+            return cls(ids)
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                n = pynvml.nvmlDeviceGetCount()
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:
+            n = 0
+        return cls([str(i) for i in range(n)])
+
+    def __len__(self) -> int:
+        return len(self.visible)
+
+    def busy(self) -> list[bool]:
+        with self._cond:
+            return list(self._busy)
+
+    @contextmanager
+    def lease(self, device: int | None = None, *, cancel: threading.Event | None = None,
+              on_wait: Callable[[int, float], None] | None = None) -> Iterator[Lease]:
+        """Hold one GPU (``device`` or the first free) for the duration of the block. While queued,
+        ``on_wait(jobs_ahead, waited_s)`` is called about once a second."""
+        if not self.visible:
+            raise InputError("No GPU is visible to this server, so GPU jobs cannot run here.")
+        if device is not None and not 0 <= device < len(self.visible):
+            raise InputError(f"GPU {device} does not exist here; this server sees {len(self.visible)} GPU(s).")
+        t0 = time.monotonic()
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            self._queue.append(ticket)
+            last_report = 0.0
+            try:
+                while True:
+                    ahead = self._queue.index(ticket)
+                    free_any = [i for i, b in enumerate(self._busy) if not b]
+                    free = [i for i in free_any if device is None or i == device]
+                    # FIFO: a waiter takes a GPU only if fewer earlier waiters than free GPUs remain
+                    if free and ahead < len(free_any):
+                        idx = free[0]
+                        self._busy[idx] = True
+                        break
+                    if cancel is not None and cancel.is_set():
+                        raise LeaseCancelled("cancelled while waiting for a GPU")
+                    waited = time.monotonic() - t0
+                    if on_wait is not None and waited - last_report >= 1.0:
+                        last_report = waited
+                        self._cond.release()
+                        try:
+                            on_wait(ahead, waited)
+                        finally:
+                            self._cond.acquire()
+                    self._cond.wait(timeout=0.2)
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+        try:
+            yield Lease(index=idx, visible=self.visible[idx], waited_s=time.monotonic() - t0)
+        finally:
+            with self._cond:
+                self._busy[idx] = False
+                self._cond.notify_all()
+
+
+_pool: GpuPool | None = None
+_pool_lock = threading.Lock()
+
+
+def gpu_pool() -> GpuPool:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = GpuPool.from_environment()
+        return _pool

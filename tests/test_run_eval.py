@@ -1,0 +1,150 @@
+"""The eval harness for real, on CPU with torch's CPU build: correctness policy, statistics, verdicts
+and every cheat check that does not need a GPU (the GPU-only ones are in test_run_gpu.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelscope.errors import InputError
+from kernelscope.tools.eval_harness import bootstrap_ratio_ci, fallback_findings, timing_stats, verdict_for
+
+torch = pytest.importorskip("torch", reason="the eval harness tests need torch (CPU build is enough)")
+
+from kernelscope.tools.run import EvalRequest, eval_candidate  # noqa: E402
+
+CASES = Path(__file__).parent / "evalcases"
+
+
+def evaluate(candidate: str, reference: str = "ref_softmax.py", **kw: object):  # type: ignore[no-untyped-def]
+    args: dict = {"device": "cpu", "timing_budget_s": 0.2, "min_runs": 10, "max_runs": 200, "trials": 3,
+                  "timeout_s": 120}
+    args.update(kw)
+    return eval_candidate(EvalRequest(reference_path=str(CASES / reference), candidate_path=str(CASES / candidate),
+                                      **args))
+
+
+def flag_ids(r) -> set[str]:  # type: ignore[no-untyped-def]
+    return {f.id for f in r.flags}
+
+
+def test_correct_candidate() -> None:
+    r = evaluate("ok_softmax.py")
+    assert r.status == "ok" and r.correctness and r.correctness.correct and r.correctness.passed == 3
+    assert r.correctness.tolerances == {"float32": {"rtol": 1e-4, "atol": 1e-4}}
+    assert r.verdict in ("faster", "slower", "inconclusive") and not r.flags
+    assert {"candidate", "reference"} <= set(r.timings) and r.timings["candidate"].runs >= 10
+    (sp,) = r.speedups
+    assert sp.baseline == "eager" and sp.ci_low <= sp.speedup <= sp.ci_high
+    assert "_softmax" in r.ops["reference"] and "_softmax" not in r.ops["candidate"]
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("wrong.py", "outside rtol"),
+    ("nan_out.py", "NaN/Inf"),
+    ("wrong_shape.py", "shape (256, 64) != reference (64, 256)"),
+    ("unwritten.py", ""),
+])
+def test_incorrect_candidates(case: str, needle: str) -> None:
+    r = evaluate(case)
+    assert r.verdict == "incorrect" and r.correctness and not r.correctness.correct
+    err = next(t.error for t in r.correctness.trial_results if t.error)
+    assert needle in err
+    assert not r.timings  # an incorrect candidate is not timed
+
+
+@pytest.mark.parametrize("case,flag", [
+    ("calls_reference_op.py", "reference-ops"),
+    ("fallback.py", "fallback-to-torch"),
+    ("timer_patch.py", "timer-tampering"),
+    ("cached.py", "cached-output"),
+    ("lazy.py", "lazy-output"),
+    ("mutates_input.py", "input-mutation"),
+    ("tf32.py", "precision-downgrade"),
+    ("half_out.py", "precision-downgrade"),
+])
+def test_cheats_are_caught(case: str, flag: str) -> None:
+    r = evaluate(case)
+    assert flag in flag_ids(r), (r.verdict, r.flags, r.error)
+    assert r.verdict in ("invalid", "incorrect")
+    f = next(f for f in r.flags if f.id == flag)
+    assert f.severity == "invalid" and f.message
+
+
+def test_implausible_speedup_is_flagged_for_review() -> None:
+    r = evaluate("fast_tanh.py", reference="ref_slow_tanh.py", flag_speedup_above=10.0)
+    assert r.correctness and r.correctness.correct
+    assert "implausible-speedup" in flag_ids(r)
+    f = next(f for f in r.flags if f.id == "implausible-speedup")
+    assert f.severity == "review" and f.evidence["speedup"] > 10
+    assert r.verdict == "faster"  # review flags inform, they do not void the result
+
+
+def test_degenerate_reference_inputs() -> None:
+    r = evaluate("ok_softmax.py", reference="ref_zeros.py")
+    assert "degenerate-inputs" in flag_ids(r) and r.verdict == "invalid"
+
+
+def test_crash_is_a_result() -> None:
+    r = evaluate("crash.py")
+    assert r.status == "crashed" and r.verdict == "incorrect" and "SIGABRT" in (r.error or "")
+
+
+def test_hang_costs_only_its_time_limit() -> None:
+    t0 = time.monotonic()
+    r = evaluate("hang.py", timeout_s=8)
+    assert r.status == "timeout" and r.verdict == "invalid"
+    assert time.monotonic() - t0 < 20
+
+
+def test_missing_modelnew_is_invalid() -> None:
+    r = evaluate("no_modelnew.py")
+    assert r.verdict == "invalid" and "ModelNew" in (r.error or "")
+
+
+def test_bad_sources_are_refused() -> None:
+    with pytest.raises(InputError, match="syntax error at line 1"):
+        eval_candidate(EvalRequest(reference_path=str(CASES / "ref_softmax.py"), candidate="def (:", device="cpu"))
+    with pytest.raises(InputError, match="exactly one"):
+        eval_candidate(EvalRequest(candidate="x = 1", device="cpu"))
+    with pytest.raises(InputError, match="outside the allowed roots"):
+        eval_candidate(EvalRequest(reference_path="/etc/passwd", candidate="x = 1", device="cpu"))
+
+
+def test_strict_policy_is_stated() -> None:
+    r = evaluate("ok_softmax.py", tolerance="strict")
+    assert r.correctness and r.correctness.policy == "strict"
+    assert r.correctness.tolerances["float32"] == {"rtol": 1e-5, "atol": 1e-6}
+
+
+# ------------------------------------------------------------------------------ statistics
+def _noisy(median: float, n: int, rel_noise: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [median * (1 + rng.gauss(0, rel_noise)) + abs(rng.gauss(0, rel_noise * median)) for _ in range(n)]
+
+
+def test_identical_timings_are_inconclusive() -> None:
+    for seed in range(20):
+        a, b = _noisy(100.0, 300, 0.03, seed), _noisy(100.0, 300, 0.03, seed + 100)
+        point, lo, hi = bootstrap_ratio_ci(a, b, seed=seed)
+        assert verdict_for(lo, hi, 0.02) == "inconclusive", (point, lo, hi)
+
+
+def test_planted_five_percent_slowdown_is_slower() -> None:
+    ref, cand = _noisy(100.0, 300, 0.03, 1), _noisy(105.0, 300, 0.03, 2)
+    point, lo, hi = bootstrap_ratio_ci(ref, cand)
+    assert 0.93 < point < 0.97 and verdict_for(lo, hi, 0.02) == "slower"
+
+
+def test_timing_stats() -> None:
+    s = timing_stats([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s["median_us"] == 3.0 and s["runs"] == 5 and s["min_us"] == 1.0 and s["iqr_us"] == 2.0
+
+
+def test_fallback_detection_is_specific() -> None:
+    assert fallback_findings("try:\n    import cupy\nexcept ImportError:\n    cupy = None\n") == []
+    assert fallback_findings("try:\n    y = k(x)\nexcept Exception:\n    y = torch.relu(x)\n")[0]["id"] == \
+        "fallback-to-torch"

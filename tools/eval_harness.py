@@ -1,0 +1,711 @@
+"""The evaluation harness: runs inside a sandboxed subprocess, one job per process.
+
+    python eval_harness.py CONFIG.json RESULT.json
+
+Self-contained on purpose (stdlib, torch, numpy; pynvml for energy): it never imports kernelscope, so
+it runs with whatever Python has torch, and untrusted candidate code shares its process with nothing
+of the server. The method follows KernelBench and GPU MODE's reference kernels and goes past them:
+
+- correctness over several trials with fresh seeded random inputs, a tolerance policy by dtype that is
+  written into the answer, NaN/Inf always failing, shapes/dtypes compared, memory poisoned before each
+  candidate call (unwritten outputs show up as NaN), inputs checked for mutation;
+- timing with CUDA events after warm-up, L2 flushed outside the timed region before every call,
+  reference and candidate interleaved (alternating order), many runs, medians with IQR/CV, and a
+  bootstrap confidence interval for the speedup;
+- energy from NVML's total-energy counter over a window of seconds;
+- cheat checks: reference torch ops doing the main work, try/except fallbacks, side streams that
+  escape the events, timer/Event monkey-patching, results cached across calls, lazy or aliased
+  outputs, precision downgrades (TF32 on fp32 problems), implausible speedups.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import math
+import os
+import random
+import sys
+import time
+import traceback
+from typing import Any
+
+_perf_counter = time.perf_counter  # captured before any candidate code runs
+
+TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
+    # policy -> dtype -> (rtol, atol)
+    "strict": {"float64": (1e-9, 1e-9), "float32": (1e-5, 1e-6), "float16": (2e-3, 1e-3), "bfloat16": (1e-2, 1e-2)},
+    "default": {"float64": (1e-7, 1e-7), "float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)},
+    "kernelbench": {"float64": (1e-2, 1e-2), "float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2),
+                    "bfloat16": (1e-2, 1e-2)},
+}
+
+# aten ops that move, view or allocate memory rather than compute: using them is not "calling the
+# reference's ops".
+_NON_COMPUTE = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "view", "_unsafe_view", "reshape",
+    "as_strided", "t", "transpose", "permute", "contiguous", "clone", "copy_", "detach", "expand", "select",
+    "slice", "unsqueeze", "squeeze", "size", "stride", "fill_", "zero_", "alias", "lift_fresh", "split",
+    "chunk", "unbind", "narrow", "flatten", "view_as", "expand_as", "_reshape_alias", "resize_", "set_",
+    "lift_fresh_copy", "unfold", "diagonal", "item", "_local_scalar_dense", "is_same_size", "arange",
+    "randn", "rand", "normal_", "uniform_", "_to_copy", "to", "_copy_from", "numel", "dim", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "storage_offset", "record_stream", "stack", "cat",
+}
+# Which ops are a problem's "main work", by tier: a candidate calling one of the reference's
+# top-tier ops has handed the main work back to PyTorch.
+_TIERS = [
+    {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear", "convolution", "_convolution",
+     "cudnn_convolution", "conv2d", "conv1d", "conv3d", "conv_transpose2d", "_scaled_dot_product_flash_attention",
+     "_scaled_dot_product_efficient_attention", "scaled_dot_product_attention", "einsum", "tensordot",
+     "mkldnn_convolution", "_scaled_dot_product_cudnn_attention", "_scaled_mm", "dot", "mv", "addmv"},
+    {"_softmax", "softmax", "_log_softmax", "log_softmax", "native_layer_norm", "layer_norm", "native_batch_norm",
+     "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "native_group_norm", "group_norm",
+     "rms_norm", "_fused_rms_norm", "cumsum", "cumprod", "sort", "topk", "argmax", "argmin", "max", "min",
+     "amax", "amin", "sum", "mean", "var", "std", "prod", "norm", "linalg_vector_norm", "logsumexp",
+     "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "embedding", "index_select", "gather",
+     "scatter_add", "scan"},
+]
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _load_module(path: str, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _flatten(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        items: list[Any] = []
+        for o in out:
+            items.extend(_flatten(o))
+        return items
+    return [out]
+
+
+def _percentile(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return float("nan")
+    k = (len(sorted_vals) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    if lo == hi:
+        return sorted_vals[lo]
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def timing_stats(samples_us: list[float]) -> dict[str, Any]:
+    s = sorted(samples_us)
+    n = len(s)
+    mean = sum(s) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in s) / (n - 1)) if n > 1 else 0.0
+    return {
+        "runs": n, "median_us": _percentile(s, 0.5), "mean_us": mean, "min_us": s[0], "max_us": s[-1],
+        "p10_us": _percentile(s, 0.1), "p90_us": _percentile(s, 0.9),
+        "iqr_us": _percentile(s, 0.75) - _percentile(s, 0.25), "cv_pct": 100.0 * sd / mean if mean else 0.0,
+    }
+
+
+def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float, float]:
+    """median(num)/median(den) and its bootstrap confidence interval (percentile method)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    point = float(np.median(a) / np.median(b))
+    ia = rng.integers(0, len(a), size=(resamples, len(a)))
+    ib = rng.integers(0, len(b), size=(resamples, len(b)))
+    ratios = np.median(a[ia], axis=1) / np.median(b[ib], axis=1)
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return point, float(lo), float(hi)
+
+
+def verdict_for(ci_low: float, ci_high: float, margin: float) -> str:
+    if ci_low > 1.0 + margin:
+        return "faster"
+    if ci_high < 1.0 - margin:
+        return "slower"
+    return "inconclusive"
+
+
+# ------------------------------------------------------------------------------------ static checks
+def fallback_findings(source: str) -> list[dict[str, Any]]:
+    """try/except blocks whose handler calls torch (a fallback to PyTorch when the kernel fails)."""
+    flags: list[dict[str, Any]] = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return flags
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for handler in node.handlers:
+            for sub in ast.walk(handler):
+                if isinstance(sub, ast.Call):
+                    f = sub.func
+                    root = f
+                    while isinstance(root, ast.Attribute):
+                        root = root.value
+                    name = root.id if isinstance(root, ast.Name) else ""
+                    attr = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else "")
+                    if name in ("torch", "F", "nn", "functional") or attr in ("forward", "Model") or (
+                            isinstance(root, ast.Call) and isinstance(root.func, ast.Name)
+                            and root.func.id == "super"):
+                        flags.append({
+                            "id": "fallback-to-torch", "severity": "invalid",
+                            "message": f"line {handler.lineno}: an except handler calls {name or attr}... — a "
+                                       "fallback to PyTorch when the custom kernel fails. Remove the try/except: "
+                                       "a candidate must succeed or fail on its own kernel.",
+                            "evidence": {"line": handler.lineno},
+                        })
+                        break
+            else:
+                continue
+            break
+    return flags
+
+
+# ------------------------------------------------------------------------------------ the job
+class Harness:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.flags: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        import torch
+
+        self.torch = torch
+        dev = cfg.get("device", "cuda")
+        self.cuda = dev.startswith("cuda")
+        self.device = torch.device(dev)
+        # originals, captured before candidate code is imported
+        self.orig: dict[str, Any] = {"perf_counter": time.perf_counter}
+        if self.cuda:
+            torch.cuda.init()
+            self.orig.update({
+                "Event": torch.cuda.Event, "record": torch.cuda.Event.record,
+                "elapsed_time": torch.cuda.Event.elapsed_time, "synchronize": torch.cuda.synchronize,
+                "Event.synchronize": torch.cuda.Event.synchronize,
+            })
+        self.tf32_before = self._precision_state()
+
+    # -- environment integrity
+    def _precision_state(self) -> dict[str, Any]:
+        t = self.torch
+        return {"matmul.allow_tf32": bool(t.backends.cuda.matmul.allow_tf32),
+                "cudnn.allow_tf32": bool(t.backends.cudnn.allow_tf32),
+                "float32_matmul_precision": t.get_float32_matmul_precision()}
+
+    def check_tampering(self, when: str) -> None:
+        t = self.torch
+        current = {"perf_counter": time.perf_counter}
+        if self.cuda:
+            current.update({"Event": t.cuda.Event, "record": t.cuda.Event.record,
+                            "elapsed_time": t.cuda.Event.elapsed_time, "synchronize": t.cuda.synchronize,
+                            "Event.synchronize": t.cuda.Event.synchronize})
+        changed = sorted(k for k, v in current.items() if v is not self.orig.get(k))
+        if changed and not any(f["id"] == "timer-tampering" for f in self.flags):
+            self.flags.append({"id": "timer-tampering", "severity": "invalid",
+                               "message": f"the candidate replaced timing functions ({', '.join(changed)}) {when}. "
+                                          "Timing uses the originals, but the candidate is refused.",
+                               "evidence": {"replaced": changed}})
+
+    def check_precision(self, problem_dtypes: set[str]) -> None:
+        now = self._precision_state()
+        if "float32" in problem_dtypes and not self.cfg.get("allow_tf32", False):
+            loosened = [k for k in ("matmul.allow_tf32", "cudnn.allow_tf32") if now[k] and not self.tf32_before[k]]
+            if now["float32_matmul_precision"] != self.tf32_before["float32_matmul_precision"] and \
+                    now["float32_matmul_precision"] != "highest":
+                loosened.append(f"float32_matmul_precision={now['float32_matmul_precision']}")
+            if loosened and not any(f["id"] == "precision-downgrade" for f in self.flags):
+                self.flags.append({"id": "precision-downgrade", "severity": "invalid",
+                                   "message": "the candidate enabled TF32 / reduced fp32 matmul precision ("
+                                              + ", ".join(loosened) + ") on an fp32 problem; allow it explicitly "
+                                              "with allow_tf32 if that is intended.",
+                                   "evidence": {"changed": loosened}})
+
+    # -- inputs
+    def make_inputs(self, ref: Any, seed: int) -> list[Any]:
+        t = self.torch
+        t.manual_seed(seed)
+        random.seed(seed)
+        raw = ref.get_inputs()
+        out = [x.to(self.device) if isinstance(x, t.Tensor) else x for x in raw]
+        for i, x in enumerate(out):
+            if isinstance(x, t.Tensor) and x.is_floating_point() and x.numel() > 1 \
+                    and bool((x == x.flatten()[0]).all()):
+                self._flag_once("degenerate-inputs", "invalid",
+                                f"get_inputs()[{i}] is constant ({float(x.flatten()[0])}); correctness on constant "
+                                "inputs proves nothing. Use random inputs (torch.randn).", {"input": i})
+        return out
+
+    def clone_inputs(self, inputs: list[Any]) -> list[Any]:
+        t = self.torch
+        return [x.clone() if isinstance(x, t.Tensor) else x for x in inputs]
+
+    def poison(self, like: list[Any], copies: int = 4) -> None:
+        """Fill freed allocator blocks of each output's size with NaN bytes (0xFF), so an output the
+        candidate never writes reads as NaN instead of leftovers of the reference's computation.
+        The reference's own outputs stay alive meanwhile, so their memory cannot be handed out."""
+        t = self.torch
+        blocks = []
+        for r in like:
+            if isinstance(r, t.Tensor) and r.numel():
+                for _ in range(copies):
+                    b = t.empty(r.numel() * r.element_size(), dtype=t.uint8, device=self.device)
+                    b.fill_(0xFF)
+                    blocks.append(b)
+        self.sync()
+        del blocks
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.orig["synchronize"]()
+
+    # -- correctness
+    def tolerance(self, dtype: Any) -> tuple[float, float]:
+        policy = self.cfg.get("tolerance", "default")
+        name = str(dtype).replace("torch.", "")
+        table = TOLERANCES.get(policy, TOLERANCES["default"])
+        if name in table:
+            rtol, atol = table[name]
+        else:
+            rtol, atol = 0.0, 0.0  # integers and booleans: exact
+        rtol = float(self.cfg.get("rtol", rtol))
+        atol = float(self.cfg.get("atol", atol))
+        return rtol, atol
+
+    def compare(self, ref_out: list[Any], cand_out: list[Any], trial: int) -> tuple[bool, dict[str, Any]]:
+        t = self.torch
+        info: dict[str, Any] = {"trial": trial}
+        if len(ref_out) != len(cand_out):
+            info["error"] = f"the candidate returned {len(cand_out)} outputs, the reference {len(ref_out)}"
+            return False, info
+        worst_abs = worst_rel = 0.0
+        for i, (r, c) in enumerate(zip(ref_out, cand_out, strict=True)):
+            if not isinstance(r, t.Tensor):
+                if r != c:
+                    info["error"] = f"output {i}: {c!r} != reference {r!r}"
+                    return False, info
+                continue
+            if type(c) is not t.Tensor:
+                info["error"] = (f"output {i} is a {type(c).__module__}.{type(c).__name__}, not a plain torch.Tensor "
+                                 "(lazy or subclassed outputs are refused)")
+                self._flag_once("lazy-output", "invalid", info["error"], {"output": i, "type": type(c).__name__})
+                return False, info
+            if c.shape != r.shape:
+                info["error"] = f"output {i}: shape {tuple(c.shape)} != reference {tuple(r.shape)}"
+                return False, info
+            if c.dtype != r.dtype:
+                info["error"] = f"output {i}: dtype {c.dtype} != reference {r.dtype}"
+                if r.dtype == t.float32 and c.dtype in (t.float16, t.bfloat16):
+                    self._flag_once("precision-downgrade", "invalid", info["error"], {"output": i})
+                return False, info
+            if c.device != r.device:
+                info["error"] = f"output {i}: on {c.device}, the reference on {r.device}"
+                return False, info
+            rtol, atol = self.tolerance(r.dtype)
+            info.update({"rtol": rtol, "atol": atol, "dtype": str(r.dtype).replace("torch.", "")})
+            if r.is_floating_point() or r.is_complex():
+                finite = t.isfinite(c)
+                if not bool(finite.all()):
+                    bad = int((~finite).sum())
+                    ref_bad = int((~t.isfinite(r)).sum())
+                    info["error"] = (f"output {i}: {bad} NaN/Inf elements of {c.numel()}"
+                                     + (" (unwritten output elements read as the poison value)" if bad else "")
+                                     + (f"; the reference has {ref_bad} itself" if ref_bad else ""))
+                    return False, info
+                diff = (c.double() - r.double()).abs()
+                worst_abs = max(worst_abs, float(diff.max()) if diff.numel() else 0.0)
+                rel = diff / r.double().abs().clamp_min(1e-12)
+                worst_rel = max(worst_rel, float(rel.max()) if rel.numel() else 0.0)
+                ok = t.isclose(c, r, rtol=rtol, atol=atol)
+                if not bool(ok.all()):
+                    nbad = int((~ok).sum())
+                    idx = int((~ok).flatten().nonzero()[0])
+                    info["error"] = (f"output {i}: {nbad} of {c.numel()} elements outside rtol={rtol}, atol={atol}; "
+                                     f"first at flat index {idx}: {float(c.flatten()[idx])} vs reference "
+                                     f"{float(r.flatten()[idx])}; max abs error {float(diff.max()):.3g}")
+                    info["max_abs_error"], info["max_rel_error"] = worst_abs, worst_rel
+                    return False, info
+            elif not bool(t.equal(c, r)):
+                info["error"] = f"output {i}: integer/bool outputs differ from the reference"
+                return False, info
+        info["max_abs_error"], info["max_rel_error"] = worst_abs, worst_rel
+        return True, info
+
+    def _flag_once(self, fid: str, severity: str, message: str, evidence: dict[str, Any]) -> None:
+        if not any(f["id"] == fid for f in self.flags):
+            self.flags.append({"id": fid, "severity": severity, "message": message, "evidence": evidence})
+
+    # -- op audit
+    def audit_ops(self, fn: Any, inputs: list[Any]) -> list[str]:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        seen: list[str] = []
+
+        class Recorder(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                seen.append(func._overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        with self.torch.no_grad(), Recorder():
+            fn(*inputs)
+        self.sync()
+        return seen
+
+    # -- timing
+    def _flush_buffer(self) -> Any:
+        if not self.cuda or not self.cfg.get("flush_l2", True):
+            return None
+        mb = int(self.cfg.get("flush_mb", 256))
+        return self.torch.empty(mb * 1024 * 1024 // 4, dtype=self.torch.int32, device=self.device)
+
+    def time_interleaved(self, fns: dict[str, Any], inputs: dict[str, list[Any]]) -> dict[str, list[float]]:
+        """Time each fn per call (µs), alternating order each round, L2 flushed before every call."""
+        t = self.torch
+        names = list(fns)
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        flush = self._flush_buffer()
+        min_runs = int(self.cfg.get("min_runs", 30))
+        max_runs = int(self.cfg.get("max_runs", 2000))
+        budget_s = float(self.cfg.get("timing_budget_s", 2.0))
+        warmup_s = float(self.cfg.get("warmup_s", 0.1))
+        with t.no_grad():
+            # warm-up: at least 3 calls each and warmup_s in all
+            t0 = _perf_counter()
+            k = 0
+            while k < 3 or _perf_counter() - t0 < warmup_s:
+                for n in names:
+                    fns[n](*inputs[n])
+                k += 1
+                if k > 10_000:
+                    break
+            self.sync()
+            start = _perf_counter()
+            rnd = 0
+            while True:
+                order = names if rnd % 2 == 0 else names[::-1]
+                if self.cuda:
+                    Event, record, elapsed = self.orig["Event"], self.orig["record"], self.orig["elapsed_time"]
+                    evs = []
+                    for n in order:
+                        if flush is not None:
+                            flush.zero_()
+                        s, e = Event(enable_timing=True), Event(enable_timing=True)
+                        record(s)
+                        fns[n](*inputs[n])
+                        record(e)
+                        evs.append((n, s, e))
+                    self.orig["synchronize"]()
+                    for n, s, e in evs:
+                        samples[n].append(elapsed(s, e) * 1000.0)
+                else:
+                    for n in order:
+                        a = _perf_counter()
+                        fns[n](*inputs[n])
+                        samples[n].append((_perf_counter() - a) * 1e6)
+                rnd += 1
+                elapsed_s = _perf_counter() - start
+                if rnd >= max_runs or (rnd >= min_runs and elapsed_s >= budget_s):
+                    break
+                if elapsed_s >= 4 * budget_s and rnd >= 5:  # very slow kernels: fewer runs, stated
+                    self.notes.append(f"timing stopped after {rnd} runs (slow calls; budget {budget_s} s)")
+                    break
+        return samples
+
+    def synced_time_per_call(self, fn: Any, inputs: list[Any], calls: int = 10) -> float:
+        """Wall time per call for a batch of back-to-back calls ending in a device-wide sync (µs):
+        includes work on every stream, unlike events on the current stream."""
+        with self.torch.no_grad():
+            fn(*inputs)
+            self.sync()
+            a = _perf_counter()
+            for _ in range(calls):
+                fn(*inputs)
+            self.sync()
+            return (_perf_counter() - a) * 1e6 / calls
+
+    # -- energy
+    def energy(self, fn: Any, inputs: list[Any], window_s: float) -> dict[str, Any]:
+        try:
+            import pynvml
+        except ImportError:
+            return {"available": False, "note": "pynvml (nvidia-ml-py) is not importable"}
+        t = self.torch
+        try:
+            pynvml.nvmlInit()
+        except Exception as e:
+            return {"available": False, "note": f"NVML: {e}"}
+        try:
+            handle = self._nvml_handle(pynvml)
+            with t.no_grad():
+                fn(*inputs)
+                self.sync()
+                e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+                t0 = _perf_counter()
+                calls = 0
+                while True:
+                    for _ in range(8):
+                        fn(*inputs)
+                    calls += 8
+                    if calls % 64 == 0:
+                        self.sync()
+                        if _perf_counter() - t0 >= window_s:
+                            break
+                self.sync()
+                t1 = _perf_counter()
+                e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            joules = (e1 - e0) / 1000.0
+            secs = t1 - t0
+            return {"available": True, "calls": calls, "window_s": secs, "energy_j": joules,
+                    "joules_per_call": joules / calls, "avg_power_w": joules / secs if secs else None,
+                    "note": ("NVML total-energy counter (mJ); it advances about every 100 ms on H100-class GPUs, "
+                             f"so over {secs:.2f} s the figure is good to roughly ±{100 * 0.1 / secs:.0f}%; it "
+                             "covers the whole board, idle power included.")}
+        except Exception as e:
+            return {"available": False, "note": f"NVML energy counter: {e}"}
+        finally:
+            pynvml.nvmlShutdown()
+
+    def _nvml_handle(self, pynvml: Any) -> Any:
+        t = self.torch
+        props = t.cuda.get_device_properties(self.device)
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            want = str(uuid)
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                u = pynvml.nvmlDeviceGetUUID(h)
+                u = u.decode() if isinstance(u, bytes) else u
+                if u.replace("GPU-", "") == want.replace("GPU-", ""):
+                    return h
+        return pynvml.nvmlDeviceGetHandleByIndex(self.device.index or 0)
+
+    # -- the whole evaluation
+    def run(self) -> dict[str, Any]:
+        cfg, t = self.cfg, self.torch
+        result: dict[str, Any] = {"device": str(self.device), "torch": t.__version__}
+        if self.cuda:
+            result["gpu"] = t.cuda.get_device_name(self.device)
+        ref = _load_module(cfg["reference_path"], "ks_reference")
+        with open(cfg["candidate_path"]) as f:
+            cand_src = f.read()
+        self.flags.extend(fallback_findings(cand_src))
+        cand = _load_module(cfg["candidate_path"], "ks_candidate")
+        self.check_tampering("at import")
+        if not hasattr(cand, "ModelNew"):
+            raise _Invalid("the candidate module defines no `ModelNew` class")
+        for name in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(ref, name):
+                raise _Invalid(f"the reference module defines no `{name}`")
+        seed = int(cfg.get("seed", 42))
+        t.manual_seed(seed)
+        init = ref.get_init_inputs()
+        ref_model = ref.Model(*init).to(self.device).eval()
+        t.manual_seed(seed)
+        cand_model = cand.ModelNew(*init).to(self.device).eval()
+        self.check_tampering("in ModelNew.__init__")
+
+        # ---- correctness
+        trials = int(cfg.get("trials", 5))
+        corr: dict[str, Any] = {"trials": trials, "passed": 0, "policy": cfg.get("tolerance", "default"),
+                                "trial_results": []}
+        problem_dtypes: set[str] = set()
+        prev: tuple[list[Any], list[Any]] | None = None
+        all_ok = True
+        with t.no_grad():
+            for trial in range(trials):
+                inputs = self.make_inputs(ref, seed + 1000 * (trial + 1))
+                for x in inputs:
+                    if isinstance(x, t.Tensor) and x.is_floating_point():
+                        problem_dtypes.add(str(x.dtype).replace("torch.", ""))
+                ref_out = _flatten(ref_model(*self.clone_inputs(inputs)))  # kept alive until compared
+                self.sync()
+                for r in ref_out:
+                    if isinstance(r, t.Tensor) and r.is_floating_point():
+                        problem_dtypes.add(str(r.dtype).replace("torch.", ""))
+                cand_in = self.clone_inputs(inputs)
+                self.poison(ref_out)
+                cand_raw = cand_model(*cand_in)
+                self.sync()
+                self.check_tampering("during forward")
+                cand_out = _flatten(cand_raw)
+                ok, info = self.compare(ref_out, cand_out, trial)
+                # inputs mutated?
+                for i, (a, b) in enumerate(zip(inputs, cand_in, strict=True)):
+                    if isinstance(a, t.Tensor) and not t.equal(a, b):
+                        ok = False
+                        info.setdefault("error", f"the candidate modified input {i} in place")
+                        self._flag_once("input-mutation", "invalid", f"the candidate modified input {i} in place",
+                                        {"input": i})
+                # aliasing: the output is (a view of) an input
+                in_ptrs = {x.untyped_storage().data_ptr() for x in cand_in if isinstance(x, t.Tensor)}
+                for i, c in enumerate(cand_out):
+                    if type(c) is t.Tensor and c.numel() and c.untyped_storage().data_ptr() in in_ptrs:
+                        self._flag_once("aliased-output", "review", f"output {i} shares storage with an input",
+                                        {"output": i})
+                # cached results: the same output for new inputs
+                if prev is not None and ok is False:
+                    p_ref, p_cand = prev
+                    same = all(isinstance(a, t.Tensor) and isinstance(b, t.Tensor) and a.shape == b.shape
+                               and t.equal(a, b) for a, b in zip(p_cand, cand_out, strict=False))
+                    ref_differs = any(isinstance(a, t.Tensor) and isinstance(b, t.Tensor) and not t.equal(a, b)
+                                      for a, b in zip(p_ref, ref_out, strict=False))
+                    if same and ref_differs:
+                        self._flag_once("cached-output", "invalid",
+                                        "the candidate returned the same output for new inputs (results cached "
+                                        "across calls)", {"trial": trial})
+                prev = (ref_out, [c.clone() if type(c) is t.Tensor else c for c in cand_out])
+                corr["trial_results"].append(info)
+                if ok:
+                    corr["passed"] += 1
+                else:
+                    all_ok = False
+                    if not cfg.get("all_trials", False):
+                        break
+        self.check_precision(problem_dtypes)
+        corr["correct"] = all_ok and corr["passed"] == trials
+        infos = corr["trial_results"]
+        corr["max_abs_error"] = max((i.get("max_abs_error", 0.0) or 0.0) for i in infos) if infos else None
+        corr["max_rel_error"] = max((i.get("max_rel_error", 0.0) or 0.0) for i in infos) if infos else None
+        corr["tolerances"] = {d: dict(zip(("rtol", "atol"), self.tolerance(getattr(t, d)), strict=True))
+                              for d in sorted(problem_dtypes)}
+        result["correctness"] = corr
+
+        # ---- op audit (one forward each, outside timing)
+        inputs = self.make_inputs(ref, seed + 7)
+        ref_ops = self.audit_ops(ref_model, self.clone_inputs(inputs))
+        cand_ops = self.audit_ops(cand_model, self.clone_inputs(inputs))
+        self._check_reference_ops(ref_ops, cand_ops)
+        result["ops"] = {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
+
+        if not corr["correct"]:
+            result["verdict"] = "invalid" if self._invalid_flags() else "incorrect"
+            return result
+
+        # ---- timing
+        fns: dict[str, Any] = {"candidate": cand_model, "reference": ref_model}
+        modes = cfg.get("reference_modes", ["eager"])
+        if "compile" in modes:
+            try:
+                fns["reference_compile"] = t.compile(ref_model)
+            except Exception as e:  # torch.compile unavailable for this model
+                self.notes.append(f"torch.compile reference failed: {type(e).__name__}: {e}")
+        inputs = self.make_inputs(ref, seed + 11)
+        feed = {n: inputs for n in fns}
+        samples = self.time_interleaved(fns, feed)
+        self.check_tampering("during timing")
+        result["timings"] = {n: timing_stats(v) for n, v in samples.items()}
+        result["samples_us"] = {n: [round(x, 3) for x in v] for n, v in samples.items()} \
+            if cfg.get("keep_samples", False) else None
+        margin = float(cfg.get("verdict_margin", 0.02))
+        speed: dict[str, Any] = {}
+        for n in fns:
+            if n == "candidate":
+                continue
+            point, lo, hi = bootstrap_ratio_ci(samples[n], samples["candidate"], seed=seed)
+            speed[n.replace("reference_", "").replace("reference", "eager")] = {
+                "speedup": point, "ci_low": lo, "ci_high": hi, "verdict": verdict_for(lo, hi, margin)}
+        result["speedup"] = speed
+
+        # side streams: work escaping the events shows up in device-synchronised wall time
+        if self.cuda:
+            synced = self.synced_time_per_call(cand_model, inputs)
+            ev = result["timings"]["candidate"]["median_us"]
+            result["candidate_synced_us_per_call"] = synced
+            if synced > 2.0 * ev and synced - ev > 20.0:
+                ref_synced = self.synced_time_per_call(ref_model, inputs)
+                ref_ev = result["timings"]["reference"]["median_us"]
+                if not (ref_synced > 2.0 * ref_ev):  # the reference does not show the same gap
+                    self._flag_once("side-stream", "invalid",
+                                    f"CUDA events on the current stream measured {ev:.1f} µs per call but a "
+                                    f"device-synchronised batch takes {synced:.1f} µs per call: work runs on "
+                                    "another stream outside the timed window. Launch on "
+                                    "torch.cuda.current_stream().", {"event_us": ev, "synced_us": synced})
+
+        eager = speed.get("eager")
+        limit = float(cfg.get("flag_speedup_above", 10.0))
+        if eager and eager["speedup"] > limit:
+            self._flag_once("implausible-speedup", "review",
+                            f"speedup {eager['speedup']:.1f}x over eager PyTorch is above {limit:.0f}x: check the "
+                            "candidate does the same work (shapes, all outputs, no skipped computation).",
+                            {"speedup": eager["speedup"],
+                             "candidate_median_us": result["timings"]["candidate"]["median_us"],
+                             "reference_median_us": result["timings"]["reference"]["median_us"]})
+
+        # ---- energy
+        if self.cuda and cfg.get("measure_energy", False):
+            w = float(cfg.get("energy_window_s", 2.0))
+            result["energy"] = {"candidate": self.energy(cand_model, inputs, w),
+                                "reference": self.energy(ref_model, inputs, w)}
+
+        if self._invalid_flags():
+            result["verdict"] = "invalid"
+        else:
+            result["verdict"] = eager["verdict"] if eager else "inconclusive"
+        return result
+
+    def _invalid_flags(self) -> bool:
+        return any(f["severity"] == "invalid" for f in self.flags)
+
+    def _check_reference_ops(self, ref_ops: list[str], cand_ops: list[str]) -> None:
+        rc = {o for o in ref_ops if o not in _NON_COMPUTE}
+        cc = {o for o in cand_ops if o not in _NON_COMPUTE}
+        shared = rc & cc
+        if not shared:
+            return
+        main_tier = next((tier & rc for tier in _TIERS if tier & rc), rc)
+        main_used = sorted(main_tier & cc)
+        if main_used:
+            self._flag_once("reference-ops", "invalid",
+                            f"the candidate calls the reference's main PyTorch ops ({', '.join(main_used)}) instead "
+                            "of its own kernel.", {"ops": main_used})
+        else:
+            self._flag_once("shared-torch-ops", "review",
+                            f"the candidate also calls PyTorch ops the reference uses ({', '.join(sorted(shared))}); "
+                            "fine for glue, not for the main work.", {"ops": sorted(shared)})
+
+
+class _Invalid(Exception):
+    pass
+
+
+def main(argv: list[str]) -> int:
+    cfg_path, out_path = argv[1], argv[2]
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    t0 = _perf_counter()
+    result: dict[str, Any]
+    h: Harness | None = None
+    try:
+        h = Harness(cfg)
+        result = h.run()
+        result["status"] = "ok"
+    except _Invalid as e:
+        result = {"status": "invalid", "verdict": "invalid", "error": str(e)}
+    except BaseException as e:  # the candidate's exception is the answer, not a harness crash
+        tb = traceback.format_exc(limit=20)
+        result = {"status": "error", "verdict": "invalid" if h is None else "incorrect",
+                  "error": f"{type(e).__name__}: {e}", "traceback": tb[-6000:]}
+        if isinstance(e, KeyboardInterrupt):
+            raise
+    if h is not None:
+        result["flags"] = h.flags
+        result["notes"] = h.notes
+    result["harness_wall_s"] = _perf_counter() - t0
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, default=str)
+    os.replace(tmp, out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,306 @@
+"""run: evaluate a candidate against a reference (eval mode), or run a compiled program (program mode).
+
+Both go through the sandbox: a private workspace, the job's own process group, a wall-clock limit
+(the whole group is killed), capped output, a minimal environment without network where the host
+allows, and a GPU lease (one timed job per GPU). A crash (illegal address, trap, segfault, abort)
+or a hang is a structured result, and the next job on that GPU starts in a fresh process.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+import kernelscope
+from kernelscope.config import Settings, ensure_dirs
+from kernelscope.errors import InputError, NotAvailable
+from kernelscope.models import (
+    CheatFlag,
+    Correctness,
+    EnergyReading,
+    EvalResult,
+    KernelTime,
+    ProgramResult,
+    Speedup,
+    TimingStats,
+    TrialResult,
+)
+from kernelscope.sandbox.gpu import Lease, gpu_pool
+from kernelscope.sandbox.paths import PathRefused, resolve_user_path
+from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
+from kernelscope.sandbox.workspace import Workspace
+from kernelscope.tools.artifacts import get_store
+from kernelscope.tools.toolchain import ToolMissing, require
+
+HARNESS = Path(__file__).with_name("eval_harness.py")
+PACKAGE_PARENT = str(Path(kernelscope.__file__).resolve().parent.parent)
+WaitCallback = Callable[[int, float], None]
+
+
+class EvalRequest(BaseModel):
+    reference: str | None = Field(None, description="Reference module source (KernelBench: Model, get_inputs, "
+                                                    "get_init_inputs).")
+    reference_path: str | None = Field(None, description="Or a reference .py file under the allowed roots.")
+    candidate: str | None = Field(None, description="Candidate module source (defines ModelNew).")
+    candidate_path: str | None = Field(None, description="Or a candidate .py file under the allowed roots.")
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    trials: int = Field(5, ge=1, le=100)
+    tolerance: Literal["strict", "default", "kernelbench"] = "default"
+    rtol: float | None = Field(None, ge=0, le=1)
+    atol: float | None = Field(None, ge=0, le=1)
+    seed: int = 42
+    reference_modes: list[Literal["eager", "compile"]] = Field(default_factory=lambda: ["eager"])
+    timing_budget_s: float = Field(1.0, gt=0, le=60)
+    min_runs: int = Field(30, ge=3, le=100_000)
+    max_runs: int = Field(2000, ge=3, le=100_000)
+    measure_energy: bool = False
+    energy_window_s: float = Field(2.0, ge=0.5, le=30)
+    allow_tf32: bool = False
+    flag_speedup_above: float = Field(10.0, gt=1)
+    verdict_margin: float = Field(0.02, ge=0, le=0.5, description="Speedup CI must clear 1 +/- this.")
+    timeout_s: float = Field(300.0, gt=0, le=3600)
+    gpu: int | None = Field(None, ge=0, description="GPU index to use (default: the first free one).")
+    keep_samples: bool = False
+
+
+class ProgramRequest(BaseModel):
+    artifact_id: str
+    args: list[str] = Field(default_factory=list, max_length=64)
+    stdin: str | None = Field(None, max_length=1 << 20)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    kernel_times: bool = Field(False, description="Per-kernel GPU durations through Nsight Compute (slower).")
+    gpu: int | None = Field(None, ge=0)
+
+
+def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> str:
+    if (text is None) == (path is None):
+        raise InputError(f"Give exactly one of `{what}` (the Python source) or `{what}_path`.")
+    if path is not None:
+        try:
+            p = resolve_user_path(path, s.allowed_roots)
+        except PathRefused as e:
+            raise InputError(str(e)) from None
+        if not p.is_file():
+            raise InputError(f"{path!r} is not a regular file.")
+        if p.stat().st_size > s.max_source_bytes:
+            raise InputError(f"{path!r} is larger than {s.max_source_bytes} bytes.")
+        data = p.read_bytes()
+    else:
+        assert text is not None
+        data = text.encode("utf-8", errors="surrogatepass")
+        if len(data) > s.max_source_bytes:
+            raise InputError(f"The {what} source is {len(data)} bytes; the limit is {s.max_source_bytes}.")
+    if b"\x00" in data:
+        raise InputError(f"The {what} source contains NUL bytes.")
+    try:
+        src = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"The {what} source is not valid UTF-8 (byte {e.start}).") from None
+    try:
+        compile(src, f"{what}.py", "exec")
+    except SyntaxError as e:
+        raise InputError(f"The {what} source has a Python syntax error at line {e.lineno}: {e.msg}.") from None
+    return src
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    return "cuda" if len(gpu_pool()) else "cpu"
+
+
+def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
+    env = build_env(home=ws)
+    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["CUPY_CACHE_DIR"] = str(home / "cupy-cache")  # NVRTC builds cached by content, across jobs
+    env["TORCH_EXTENSIONS_DIR"] = str(home / "torch-extensions")  # load_inline builds, cached by source
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if lease is not None:
+        env["CUDA_VISIBLE_DEVICES"] = lease.visible
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU job sees no GPU
+    return env
+
+
+def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                   on_wait: WaitCallback | None = None) -> EvalResult:
+    s = ensure_dirs(settings)
+    ref_src = _read_source(req.reference, req.reference_path, "reference", s)
+    cand_src = _read_source(req.candidate, req.candidate_path, "candidate", s)
+    device = _resolve_device(req.device)
+    t_start = time.monotonic()
+    with Workspace(prefix="eval-") as ws:
+        (ws.path / "reference.py").write_text(ref_src)
+        (ws.path / "candidate.py").write_text(cand_src)
+        cfg = req.model_dump(exclude={"reference", "candidate", "reference_path", "candidate_path", "timeout_s",
+                                      "gpu", "device"})
+        cfg.update({"reference_path": str(ws.path / "reference.py"), "candidate_path": str(ws.path / "candidate.py"),
+                    "device": "cuda:0" if device == "cuda" else "cpu"})
+        if cfg["rtol"] is None:
+            cfg.pop("rtol")
+        if cfg["atol"] is None:
+            cfg.pop("atol")
+        (ws.path / "config.json").write_text(json.dumps(cfg))
+        # -s: no user site-packages; PYTHONPATH (set by job_env) makes kernelscope.fast importable
+        argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(ws.path / "result.json")]
+        limits = Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True,
+                        file_size_bytes=4 << 30)
+        if device == "cuda":
+            with gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
+                proc = run_process(argv, cwd=ws.path, limits=limits, env=job_env(ws.path, s.home, lease),
+                                   cancel=cancel)
+                waited = lease.waited_s
+        else:
+            proc = run_process(argv, cwd=ws.path, limits=limits, env=job_env(ws.path, s.home, None), cancel=cancel)
+            waited = 0.0
+        result = _assemble(ws.path / "result.json", proc, req)
+    result.wall_s = time.monotonic() - t_start
+    result.gpu_wait_s = waited
+    return result
+
+
+def _assemble(path: Path, proc: ProcessResult, req: EvalRequest) -> EvalResult:
+    tail = proc.stderr[-4000:] if proc.stderr else None
+    if proc.timed_out:
+        return EvalResult(verdict="invalid", status="timeout", stderr_tail=tail,
+                          error=f"the evaluation did not finish within {req.timeout_s:.0f} s and was killed (a hung "
+                                "kernel or an endless loop); the GPU is free again.")
+    if proc.cancelled:
+        return EvalResult(verdict="invalid", status="error", error="the evaluation was cancelled", stderr_tail=tail)
+    if not path.is_file():
+        why = proc.describe_failure()
+        return EvalResult(verdict="incorrect", status="crashed", stderr_tail=tail,
+                          error=f"the evaluation process {why} before writing a result (a crash in the candidate's "
+                                "code or kernel: illegal address, trap, segfault or abort). stderr has the "
+                                "details; the next job gets a fresh process.")
+    try:
+        raw = json.loads(path.read_text())
+    except ValueError as e:
+        return EvalResult(verdict="invalid", status="error", error=f"unreadable harness result: {e}",
+                          stderr_tail=tail)
+    return parse_harness_result(raw, stderr_tail=tail)
+
+
+def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalResult:
+    """The harness's JSON -> EvalResult (typed, with the speedups in a list)."""
+    corr = raw.get("correctness")
+    correctness = None
+    if corr:
+        correctness = Correctness(
+            correct=bool(corr.get("correct")), trials=corr["trials"], passed=corr["passed"], policy=corr["policy"],
+            tolerances=corr.get("tolerances", {}), max_abs_error=corr.get("max_abs_error"),
+            max_rel_error=corr.get("max_rel_error"),
+            trial_results=[TrialResult(trial=t["trial"], ok="error" not in t, error=t.get("error"),
+                                       max_abs_error=t.get("max_abs_error"), max_rel_error=t.get("max_rel_error"))
+                           for t in corr.get("trial_results", [])],
+        )
+    speedups = [Speedup(baseline=k, **v) for k, v in (raw.get("speedup") or {}).items()]  # type: ignore[arg-type]
+    try:
+        return EvalResult(
+            verdict=raw.get("verdict", "invalid"), status=raw.get("status", "error"), error=raw.get("error"),
+            device=raw.get("device"), gpu=raw.get("gpu"), torch=raw.get("torch"), correctness=correctness,
+            timings={k: TimingStats(**v) for k, v in (raw.get("timings") or {}).items()},
+            speedups=speedups, candidate_synced_us_per_call=raw.get("candidate_synced_us_per_call"),
+            energy={k: EnergyReading(**v) for k, v in (raw.get("energy") or {}).items()},
+            flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
+            ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"), traceback=raw.get("traceback"),
+            stderr_tail=stderr_tail if raw.get("status") != "ok" else None,
+        )
+    except ValidationError as e:
+        return EvalResult(verdict="invalid", status="error", error=f"malformed harness result: {e}",
+                          stderr_tail=stderr_tail)
+
+
+# ----------------------------------------------------------------------------------- program mode
+_ARG_RE = re.compile(r"^[\x20-\x7e]{0,4096}$")
+
+
+def run_program(req: ProgramRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                on_wait: WaitCallback | None = None) -> ProgramResult:
+    s = ensure_dirs(settings)
+    art = get_store().require(req.artifact_id)
+    exe = art.path("executable")
+    if exe is None:
+        raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an executable: compile a program with main() "
+                         "(output='executable') to run it, or use eval mode for kernels.")
+    for a in req.args:
+        if not _ARG_RE.match(a):
+            raise InputError(f"Program argument {a[:40]!r} refused: printable ASCII only, at most 4096 characters.")
+    if len(gpu_pool()) == 0:
+        raise NotAvailable("Running a CUDA program", "no GPU is visible to this server",
+                           "run kernelscope on a host with an NVIDIA GPU (compile and sass work without one)")
+    with Workspace(prefix="run-") as ws, gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
+        local = ws.path / "program"
+        local.write_bytes(exe.read_bytes())
+        local.chmod(0o755)
+        argv = [str(local), *req.args]
+        note = None
+        if req.kernel_times:
+            try:
+                ncu = require("ncu")
+            except ToolMissing as e:
+                raise NotAvailable("Per-kernel GPU times", "Nsight Compute (ncu) was not found", e.note) from None
+            argv = [str(ncu), "--csv", "--print-units", "base", "--metrics", "gpu__time_duration.sum",
+                    "--clock-control", "none", "--target-processes", "all", "--log-file", str(ws.path / "ncu.log"),
+                    *argv]
+            note = ("Durations from Nsight Compute's gpu__time_duration with clocks unlocked; ncu serializes "
+                    "launches, so the sum can exceed the program's GPU time with concurrency.")
+        proc = run_process(argv, cwd=ws.path, cancel=cancel, env=job_env(ws.path, s.home, lease),
+                           stdin=req.stdin.encode() if req.stdin is not None else None,
+                           limits=Limits(wall_s=req.timeout_s, output_bytes=1 << 20, isolate_network=True))
+        times: list[KernelTime] | None = None
+        stdout = proc.stdout
+        if req.kernel_times:
+            times, stdout = parse_ncu_csv(proc.stdout)
+            log = (ws.path / "ncu.log").read_text(errors="replace") if (ws.path / "ncu.log").is_file() else ""
+            if "ERR_NVGPUCTRPERM" in log:
+                note = "ncu could not read performance counters (ERR_NVGPUCTRPERM): see `kernelscope doctor`."
+            elif not times:
+                note = "ncu profiled no kernels: " + (log.strip()[-300:] or "the program launched none")
+        return ProgramResult(
+            artifact_id=art.id, exit_status=proc.returncode, signal_name=proc.signal_name,
+            crashed=proc.signal_name is not None and not proc.timed_out, timed_out=proc.timed_out,
+            stdout=stdout, stderr=proc.stderr, stdout_truncated=proc.stdout_truncated,
+            stderr_truncated=proc.stderr_truncated, wall_s=proc.wall_s, kernel_times=times, kernel_times_note=note,
+            gpu_wait_s=lease.waited_s,
+        )
+
+
+def parse_ncu_csv(stdout: str) -> tuple[list[KernelTime], str]:
+    """Split ncu's CSV rows (gpu__time_duration per launch) from the program's own stdout."""
+    lines = stdout.splitlines(keepends=True)
+    header_at = next((i for i, ln in enumerate(lines) if ln.startswith('"ID","Process ID"')), None)
+    if header_at is None:
+        return [], stdout
+    program = "".join(ln for ln in lines[:header_at] if not ln.startswith("==PROF=="))
+    rows = list(csv.reader(io.StringIO("".join(ln for ln in lines[header_at:] if ln.startswith('"')))))
+    head, body = rows[0], rows[1:]
+    try:
+        ki, mi, vi, ui = (head.index(c) for c in ("Kernel Name", "Metric Name", "Metric Value", "Metric Unit"))
+    except ValueError:
+        return [], stdout
+    per: dict[str, list[float]] = {}
+    for r in body:
+        if len(r) != len(head) or r[mi] != "gpu__time_duration.sum":
+            continue
+        try:
+            v = float(r[vi].replace(",", ""))
+        except ValueError:
+            continue
+        scale = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(r[ui], 1.0)
+        per.setdefault(r[ki], []).append(v * scale)
+    times = [KernelTime(name=k, launches=len(v), total_ns=sum(v), mean_ns=sum(v) / len(v), min_ns=min(v),
+                        max_ns=max(v)) for k, v in per.items()]
+    times.sort(key=lambda k: -k.total_ns)
+    return times, program

@@ -40,6 +40,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from kernelscope.server.app import create_server
 
     server = create_server()
+    if not args.no_prewarm:
+        import threading
+
+        from kernelscope.tools.run import prewarm
+
+        threading.Thread(target=prewarm, name="prewarm-eval", daemon=True).start()
     if args.transport == "stdio":
         server.run("stdio")
         return 0
@@ -84,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--path", default="/mcp", help="HTTP endpoint path")
+    s.add_argument("--no-prewarm", action="store_true",
+                   help="do not start the evaluation worker (torch imported once) at startup")
     s.add_argument("--log-level", default=os.environ.get("KERNELSCOPE_LOG_LEVEL", "WARNING"),
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     s.set_defaults(fn=cmd_serve)

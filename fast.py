@@ -79,6 +79,15 @@ def _cupy() -> Any:
     return cupy
 
 
+def _external_stream(cp: Any, ptr: int) -> Any:
+    """A CuPy view of torch's stream ``ptr`` (CuPy 14 deprecates ExternalStream for from_external)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cp.cuda.ExternalStream(ptr)
+
+
 class CudaKernel:
     """An NVRTC-compiled kernel launched on torch tensors."""
 
@@ -148,6 +157,6 @@ class CudaKernel:
         with _lock:
             stream = _streams.get(ptr)
             if stream is None:
-                stream = _streams[ptr] = cp.cuda.ExternalStream(ptr)
+                stream = _streams[ptr] = _external_stream(cp, ptr)
         with stream:
             kernel(grid_t, block_t, self._convert(args), shared_mem=shared_mem)

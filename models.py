@@ -275,6 +275,7 @@ class EvalResult(BaseModel):
     ops: dict[str, list[str]] = Field(default_factory=dict, description="aten ops seen in one forward of each.")
     wall_s: float = Field(0.0, description="Whole evaluation, process start to result.")
     harness_wall_s: float | None = None
+    phases_s: dict[str, float] = Field(default_factory=dict, description="Harness time per phase (seconds).")
     gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")
     stderr_tail: str | None = None
     traceback: str | None = None

@@ -148,3 +148,15 @@ def test_fallback_detection_is_specific() -> None:
     assert fallback_findings("try:\n    import cupy\nexcept ImportError:\n    cupy = None\n") == []
     assert fallback_findings("try:\n    y = k(x)\nexcept Exception:\n    y = torch.relu(x)\n")[0]["id"] == \
         "fallback-to-torch"
+
+
+def test_spawn_executor_gives_the_same_answer() -> None:
+    r = evaluate("ok_softmax.py", executor="spawn")
+    assert r.status == "ok" and r.correctness and r.correctness.correct
+
+
+def test_jobs_do_not_leak_into_each_other() -> None:
+    patched = evaluate("timer_patch.py")  # replaces time.perf_counter in its own process
+    assert "timer-tampering" in flag_ids(patched)
+    clean = evaluate("ok_softmax.py")  # the next job (same fork server) starts from clean state
+    assert not clean.flags and clean.status == "ok"

@@ -111,7 +111,7 @@ def timing_stats(samples_us: list[float]) -> dict[str, Any]:
     }
 
 
-def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 2000, seed: int = 0,
+def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 1000, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float, float]:
     """median(num)/median(den) and its bootstrap confidence interval (percentile method)."""
     import numpy as np
@@ -177,6 +177,8 @@ class Harness:
         self.cfg = cfg
         self.flags: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self.phases: dict[str, float] = {}
+        self._t_phase = _perf_counter()
         import torch
 
         self.torch = torch
@@ -193,6 +195,13 @@ class Harness:
                 "Event.synchronize": torch.cuda.Event.synchronize,
             })
         self.tf32_before = self._precision_state()
+        self.phase("import_torch_and_init_cuda")
+
+    def phase(self, name: str) -> None:
+        """Close the current phase: wall seconds since the previous one, for 'where did the time go'."""
+        now = _perf_counter()
+        self.phases[name] = round(now - self._t_phase, 4)
+        self._t_phase = now
 
     # -- environment integrity
     def _precision_state(self) -> dict[str, Any]:
@@ -234,7 +243,8 @@ class Harness:
         t = self.torch
         t.manual_seed(seed)
         random.seed(seed)
-        raw = ref.get_inputs()
+        with t.device(self.device):  # tensors made with torch.randn & co. are born on the device
+            raw = ref.get_inputs()
         out = [x.to(self.device) if isinstance(x, t.Tensor) else x for x in raw]
         for i, x in enumerate(out):
             if isinstance(x, t.Tensor) and x.is_floating_point() and x.numel() > 1 \
@@ -507,10 +517,13 @@ class Harness:
         seed = int(cfg.get("seed", 42))
         t.manual_seed(seed)
         init = ref.get_init_inputs()
-        ref_model = ref.Model(*init).to(self.device).eval()
+        with t.device(self.device):
+            ref_model = ref.Model(*init).to(self.device).eval()
         t.manual_seed(seed)
-        cand_model = cand.ModelNew(*init).to(self.device).eval()
+        with t.device(self.device):
+            cand_model = cand.ModelNew(*init).to(self.device).eval()
         self.check_tampering("in ModelNew.__init__")
+        self.phase("load_and_construct")
 
         # ---- correctness
         trials = int(cfg.get("trials", 5))
@@ -577,6 +590,7 @@ class Harness:
         corr["tolerances"] = {d: dict(zip(("rtol", "atol"), self.tolerance(getattr(t, d)), strict=True))
                               for d in sorted(problem_dtypes)}
         result["correctness"] = corr
+        self.phase("correctness")
 
         # ---- op audit (one forward each, outside timing)
         inputs = self.make_inputs(ref, seed + 7)
@@ -584,6 +598,7 @@ class Harness:
         cand_ops = self.audit_ops(cand_model, self.clone_inputs(inputs))
         self._check_reference_ops(ref_ops, cand_ops)
         result["ops"] = {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
+        self.phase("op_audit")
 
         if not corr["correct"]:
             result["verdict"] = "invalid" if self._invalid_flags() else "incorrect"
@@ -599,7 +614,9 @@ class Harness:
                 self.notes.append(f"torch.compile reference failed: {type(e).__name__}: {e}")
         inputs = self.make_inputs(ref, seed + 11)
         feed = {n: inputs for n in fns}
+        self.phase("compile_baselines")
         samples = self.time_interleaved(fns, feed)
+        self.phase("timing")
         self.check_tampering("during timing")
         result["timings"] = {n: timing_stats(v) for n, v in samples.items()}
         result["samples_us"] = {n: [round(x, 3) for x in v] for n, v in samples.items()} \
@@ -613,6 +630,7 @@ class Harness:
             speed[n.replace("reference_", "").replace("reference", "eager")] = {
                 "speedup": point, "ci_low": lo, "ci_high": hi, "verdict": verdict_for(lo, hi, margin)}
         result["speedup"] = speed
+        self.phase("statistics")
 
         # side streams: work escaping the events shows up in device-synchronised wall time
         if self.cuda:
@@ -629,6 +647,7 @@ class Harness:
                                     "another stream outside the timed window. Launch on "
                                     "torch.cuda.current_stream().", {"event_us": ev, "synced_us": synced})
 
+        self.phase("side_stream_check")
         eager = speed.get("eager")
         limit = float(cfg.get("flag_speedup_above", 10.0))
         if eager and eager["speedup"] > limit:
@@ -644,6 +663,7 @@ class Harness:
             w = float(cfg.get("energy_window_s", 2.0))
             result["energy"] = {"candidate": self.energy(cand_model, inputs, w),
                                 "reference": self.energy(ref_model, inputs, w)}
+            self.phase("energy")
 
         if self._invalid_flags():
             result["verdict"] = "invalid"
@@ -676,6 +696,136 @@ class _Invalid(Exception):
     pass
 
 
+# ------------------------------------------------------------------------------------ fork server
+_CPU_THREADS = 0
+
+
+def _warm_imports() -> None:
+    """What every job needs, imported once in the fork server (never touching CUDA: a CUDA context
+    must not cross fork; nor CPU thread pools: the server runs its warm-up single-threaded, since an
+    OpenMP pool started before fork deadlocks the child's first parallel op)."""
+    global _CPU_THREADS
+    import numpy  # noqa: F401
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    _CPU_THREADS = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    class _Warm(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    with _Warm():  # the first dispatch-mode entry costs ~2 s of lazy imports: pay it here
+        torch.softmax(torch.ones(2, 2), dim=1)
+    for optional in ("cupy", "pynvml", "triton"):
+        try:
+            __import__(optional)
+        except Exception:  # optional accelerators
+            continue
+
+
+def _child(job: dict[str, Any]) -> None:
+    """In the forked child: become a session leader, apply limits, then run one evaluation."""
+    import contextlib
+    import ctypes
+    import faulthandler
+    import resource
+    import signal as _signal
+
+    os.setsid()
+    for name, value in job.get("rlimits", {}).items():
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(getattr(resource, name), (value, value))
+    if job.get("unshare_net"):
+        ctypes.CDLL(None, use_errno=True).unshare(0x40000000)
+    os.chdir(job["cwd"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    out = os.open(job["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(job["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    os.environ.clear()
+    os.environ.update(job["env"])
+    faulthandler.enable()
+    faulthandler.register(_signal.SIGUSR1)  # `kill -USR1 <pid>` dumps the job's Python stacks to its stderr
+    if _CPU_THREADS:
+        import torch
+
+        torch.set_num_threads(_CPU_THREADS)
+    code = 0
+    try:
+        code = main([__file__, job["cfg"], job["out"]])
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve() -> int:
+    """Fork server: read JSON job lines on stdin, fork one child per job, report its pid and exit
+    status as JSON lines on stdout."""
+    import threading
+
+    _warm_imports()
+    lock = threading.Lock()
+    jobs: dict[int, str] = {}
+    out = sys.stdout
+
+    def send(msg: dict[str, Any]) -> None:
+        with lock:
+            out.write(json.dumps(msg) + "\n")
+            out.flush()
+
+    def reaper() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                time.sleep(0.05)
+                continue
+            with lock:
+                job = jobs.pop(pid, None)
+            if job is None:
+                continue
+            msg: dict[str, Any] = {"event": "exited", "job": job, "pid": pid}
+            if os.WIFSIGNALED(status):
+                msg["returncode"] = -os.WTERMSIG(status)
+            else:
+                msg["returncode"] = os.WEXITSTATUS(status)
+            send(msg)
+
+    threading.Thread(target=reaper, daemon=True).start()
+    send({"event": "ready", "pid": os.getpid()})
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        if req.get("op") == "ping":
+            send({"event": "pong"})
+            continue
+        if req.get("op") != "run":
+            continue
+        with lock:
+            pid = os.fork()
+            if pid == 0:
+                _child(req)
+            jobs[pid] = req["job"]
+        send({"event": "started", "job": req["job"], "pid": pid})
+    return 0
+
+
 def main(argv: list[str]) -> int:
     cfg_path, out_path = argv[1], argv[2]
     with open(cfg_path) as f:
@@ -699,6 +849,7 @@ def main(argv: list[str]) -> int:
     if h is not None:
         result["flags"] = h.flags
         result["notes"] = h.notes
+        result["phases_s"] = h.phases
     result["harness_wall_s"] = _perf_counter() - t0
     tmp = out_path + ".tmp"
     with open(tmp, "w") as f:
@@ -708,4 +859,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import re
 import sys
@@ -36,6 +37,7 @@ from kernelscope.models import (
     TimingStats,
     TrialResult,
 )
+from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
 from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
@@ -43,6 +45,7 @@ from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import get_store
 from kernelscope.tools.toolchain import ToolMissing, require
 
+log = logging.getLogger("kernelscope.tools.run")
 HARNESS = Path(__file__).with_name("eval_harness.py")
 PACKAGE_PARENT = str(Path(kernelscope.__file__).resolve().parent.parent)
 WaitCallback = Callable[[int, float], None]
@@ -72,6 +75,8 @@ class EvalRequest(BaseModel):
     timeout_s: float = Field(300.0, gt=0, le=3600)
     gpu: int | None = Field(None, ge=0, description="GPU index to use (default: the first free one).")
     keep_samples: bool = False
+    executor: Literal["auto", "spawn"] = Field(
+        "auto", description="auto: fork from a warm server process (fast); spawn: a new interpreter per job.")
 
 
 class ProgramRequest(BaseModel):
@@ -133,6 +138,24 @@ def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
     return env
 
 
+def prewarm() -> bool:
+    """Start the evaluation fork server now (imports torch once) so the first eval is fast; False
+    where torch is not importable here."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    s = ensure_dirs()
+    return get_fork_server(HARNESS, forkserver_env(s.home)) is not None
+
+
+def forkserver_env(home: Path) -> dict[str, str]:
+    env = build_env(home=home)
+    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
 def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
                    on_wait: WaitCallback | None = None) -> EvalResult:
     s = ensure_dirs(settings)
@@ -144,7 +167,7 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
         (ws.path / "reference.py").write_text(ref_src)
         (ws.path / "candidate.py").write_text(cand_src)
         cfg = req.model_dump(exclude={"reference", "candidate", "reference_path", "candidate_path", "timeout_s",
-                                      "gpu", "device"})
+                                      "gpu", "device", "executor"})
         cfg.update({"reference_path": str(ws.path / "reference.py"), "candidate_path": str(ws.path / "candidate.py"),
                     "device": "cuda:0" if device == "cuda" else "cpu"})
         if cfg["rtol"] is None:
@@ -156,13 +179,24 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
         argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(ws.path / "result.json")]
         limits = Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True,
                         file_size_bytes=4 << 30)
+
+        def execute(lease: Lease | None) -> ProcessResult:
+            env = job_env(ws.path, s.home, lease)
+            fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
+            if fs is not None:
+                try:
+                    return fs.run(cfg=ws.path / "config.json", out=ws.path / "result.json", cwd=ws.path, env=env,
+                                  limits=limits, cancel=cancel)
+                except ForkServerError as e:
+                    log.warning("fork server failed (%s); spawning this job", e)
+            return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
+
         if device == "cuda":
             with gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
-                proc = run_process(argv, cwd=ws.path, limits=limits, env=job_env(ws.path, s.home, lease),
-                                   cancel=cancel)
+                proc = execute(lease)
                 waited = lease.waited_s
         else:
-            proc = run_process(argv, cwd=ws.path, limits=limits, env=job_env(ws.path, s.home, None), cancel=cancel)
+            proc = execute(None)
             waited = 0.0
         result = _assemble(ws.path / "result.json", proc, req)
     result.wall_s = time.monotonic() - t_start
@@ -214,7 +248,8 @@ def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalRe
             speedups=speedups, candidate_synced_us_per_call=raw.get("candidate_synced_us_per_call"),
             energy={k: EnergyReading(**v) for k, v in (raw.get("energy") or {}).items()},
             flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
-            ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"), traceback=raw.get("traceback"),
+            ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"),
+            phases_s=raw.get("phases_s") or {}, traceback=raw.get("traceback"),
             stderr_tail=stderr_tail if raw.get("status") != "ok" else None,
         )
     except ValidationError as e:

@@ -47,7 +47,7 @@ THREADS = 256
 BLOCKS_PER_SM = 8  # 8 x 256 = 2048 threads, the per-SM maximum on sm_80/sm_90
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _num_sms(device: torch.device) -> int:
     if device.type != "cuda":  # only for dry runs off the GPU
         return 132

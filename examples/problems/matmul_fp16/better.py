@@ -165,6 +165,8 @@ class ModelNew(torch.nn.Module):
             raise ValueError(f"inner dimensions differ: {k} vs {k2}")
         if k % 8 or n % 8:
             raise ValueError(f"matmul_wmma needs K and N to be multiples of 8 (16-byte rows); got K={k}, N={n}")
+        if a.data_ptr() % 16 or b.data_ptr() % 16:
+            raise ValueError("matmul_wmma needs 16-byte aligned inputs")
         c = torch.empty((m, n), dtype=torch.float16, device=a.device)
         KERNEL(grid=((n + BN - 1) // BN, (m + BM - 1) // BM), block=(THREADS,), args=(a, b, c, m, n, k))
         return c

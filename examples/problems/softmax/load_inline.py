@@ -114,7 +114,7 @@ torch::Tensor softmax_forward(torch::Tensor x) {
     const int rows = static_cast<int>(xc.size(0));
     const int cols = static_cast<int>(xc.size(1));
     if (rows > 0 && cols > 0) {
-        softmax_rows<<<rows, SOFTMAX_THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+        softmax_rows<<<rows, SOFTMAX_THREADS, 0, c10::cuda::getCurrentCUDAStream()>>>(
             xc.data_ptr<float>(), y.data_ptr<float>(), rows, cols);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
@@ -124,8 +124,9 @@ torch::Tensor softmax_forward(torch::Tensor x) {
 
 CUDA_SRC = (
     "#include <torch/extension.h>\n"
-    "#include <ATen/cuda/CUDAContext.h>\n"
+    "#include <c10/cuda/CUDAException.h>\n"
     "#include <c10/cuda/CUDAGuard.h>\n"
+    "#include <c10/cuda/CUDAStream.h>\n"
     + KERNEL_SRC
     + LAUNCHER_SRC
 )

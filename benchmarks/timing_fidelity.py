@@ -1,0 +1,145 @@
+"""Timing fidelity of the run tool on the GPU:
+
+1. reproducibility: the candidate median of 5 separate evaluations (fresh processes) spreads < 1%
+   for kernels of 100 us and more;
+2. agreement: those medians are within 3% of triton.testing.do_bench (median mode) on the same call;
+3. sensitivity: a planted 5% slowdown (a calibrated spin kernel after the real one) is "slower";
+4. specificity: two identical candidates are never called faster or slower (5 evaluations).
+
+    python benchmarks/timing_fidelity.py [--calls 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROBLEMS, device_line, table, use_private_store
+
+KERNELS = ["softmax", "row_sum", "elementwise_chain", "layernorm"]
+
+WRAP = '''
+import importlib.util, torch
+def _load(p, n):
+    s = importlib.util.spec_from_file_location(n, p); m = importlib.util.module_from_spec(s)
+    s.loader.exec_module(m); return m
+_ref = _load({ref!r}, "_bench_ref")
+_cand = _load({cand!r}, "_bench_cand")
+get_inputs = _ref.get_inputs
+get_init_inputs = _ref.get_init_inputs
+class {cls}(_cand.ModelNew):
+    pass
+'''
+
+SLOW = '''
+from kernelscope.fast import CudaKernel
+_spin = CudaKernel(r"""
+extern "C" __global__ void spin(long long cycles) {{
+    long long t0 = clock64(); while (clock64() - t0 < cycles) {{ }}
+}}""", "spin")
+class ModelNew(_Base):
+    def forward(self, *xs):
+        y = super().forward(*xs)
+        _spin((1,), (1,), ({cycles},))
+        return y
+'''
+
+
+def _load(path: Path, name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def do_bench_us(module_path: Path, ref_path: Path) -> float:
+    import torch
+    import triton.testing
+
+    ref = _load(ref_path, "_db_ref")
+    cand = _load(module_path, "_db_cand")
+    torch.manual_seed(0)
+    model = cand.ModelNew(*ref.get_init_inputs()).cuda().eval()
+    torch.manual_seed(1)
+    xs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+    with torch.no_grad():
+        return 1000.0 * float(triton.testing.do_bench(lambda: model(*xs), warmup=50, rep=500, return_mode="median"))
+
+
+def calibrate_spin(target_us: float) -> int:
+    """clock64 cycles for a single-thread spin kernel lasting about target_us."""
+    import torch
+    import triton.testing
+
+    from kernelscope.fast import CudaKernel
+
+    spin = CudaKernel('extern "C" __global__ void spin(long long c) { long long t=clock64(); '
+                      "while (clock64()-t < c) { } }", "spin")
+    cycles = 1000
+    base = 1000.0 * triton.testing.do_bench(lambda: spin((1,), (1,), (cycles,)), warmup=20, rep=100)
+    cycles2 = 200_000
+    t2 = 1000.0 * triton.testing.do_bench(lambda: spin((1,), (1,), (cycles2,)), warmup=20, rep=100)
+    per_cycle = (t2 - base) / (cycles2 - cycles)
+    torch.cuda.synchronize()
+    return max(1, int(target_us / per_cycle))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--kernels", default=",".join(KERNELS))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ks-fidelity-"))
+    use_private_store([tmp])
+    from kernelscope.tools.run import EvalRequest, eval_candidate
+
+    def evaluate(ref: Path, cand: Path):  # type: ignore[no-untyped-def]
+        r = eval_candidate(EvalRequest(reference_path=str(ref), candidate_path=str(cand), device="cuda",
+                                       timing_budget_s=1.0, trials=2, timeout_s=600))
+        assert r.status == "ok", (r.error, r.traceback)
+        return r
+
+    repro_rows, sens_rows = [], []
+    for name in args.kernels.split(","):
+        prob = PROBLEMS / name
+        ref, better = prob / "reference.py", prob / "better.py"
+        meds = [evaluate(ref, better).timings["candidate"].median_us for _ in range(args.calls)]
+        med = sorted(meds)[len(meds) // 2]
+        spread = 100.0 * (max(meds) - min(meds)) / med
+        db = do_bench_us(better, ref)
+        repro_rows.append([name, med, spread, "yes" if spread < 1.0 else "NO", db, 100.0 * (med - db) / db,
+                           "yes" if abs(med - db) / db < 0.03 else "NO"])
+        print(f"{name}: medians {[round(m, 2) for m in meds]} do_bench {db:.2f}", file=sys.stderr)
+
+        # identical candidates: reference = the same kernel
+        ident_ref = tmp / f"{name}_ident_ref.py"
+        ident_ref.write_text(WRAP.format(ref=str(ref), cand=str(better), cls="Model"))
+        ident = [evaluate(ident_ref, better) for _ in range(args.calls)]
+        ident_verdicts = [r.verdict for r in ident]
+        # planted slowdown: + a spin kernel of 5% of the median
+        cycles = calibrate_spin(0.05 * med)
+        slow = tmp / f"{name}_slow.py"
+        slow.write_text(WRAP.format(ref=str(ref), cand=str(better), cls="_Base") + SLOW.format(cycles=cycles))
+        planted = 100.0 * (do_bench_us(slow, ref) - db) / db
+        slow_runs = [evaluate(ident_ref, slow) for _ in range(args.calls)]
+        slow_verdicts = [r.verdict for r in slow_runs]
+        sp = [r.speedups[0].speedup for r in slow_runs]
+        sens_rows.append([name, planted, ", ".join(slow_verdicts), f"{min(sp):.3f}-{max(sp):.3f}",
+                          ", ".join(ident_verdicts),
+                          "yes" if all(v == "slower" for v in slow_verdicts)
+                          and all(v == "inconclusive" for v in ident_verdicts) else "NO"])
+
+    print(f"\nTiming fidelity ({device_line()}), {args.calls} separate evaluations each:")
+    print(table(["kernel", "median us", "spread %", "<1%", "do_bench us", "diff %", "<3%"], repro_rows))
+    print()
+    print(table(["kernel", "planted slowdown %", "verdicts (planted)", "speedups", "verdicts (identical)", "ok"],
+                sens_rows))
+
+
+if __name__ == "__main__":
+    main()

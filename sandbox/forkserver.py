@@ -1,0 +1,217 @@
+"""A fork server for evaluation jobs: one long-lived process that has imported torch, numpy, CuPy and
+NVML (but never touched CUDA) forks a fresh child per job. The child becomes its own session and
+process group, applies the job's resource limits, optionally leaves the network, redirects its
+output to files in the job's workspace and runs the harness. Each job therefore starts in
+milliseconds instead of paying seconds of imports, and still gets a fresh process (and CUDA context):
+a crash, a hang or monkey-patching in one job cannot reach the next.
+
+Time limits, cancellation and clean-up are enforced from here exactly as in ``run_process``: the
+child's whole process group gets SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernelscope.sandbox.process import Limits, ProcessResult, _signal_name, network_isolation_status
+
+log = logging.getLogger("kernelscope.sandbox.forkserver")
+
+
+class ForkServerError(RuntimeError):
+    pass
+
+
+class ForkServer:
+    def __init__(self, script: Path, env: Mapping[str, str], start_timeout_s: float = 120.0) -> None:
+        self.script = script
+        self._env = dict(env)
+        self._lock = threading.Lock()
+        self._waiters: dict[str, queue.Queue[dict[str, Any]]] = {}
+        self._ids = itertools.count()
+        self._proc: subprocess.Popen[str] | None = None
+        self._ready = threading.Event()
+        self._start(start_timeout_s)
+
+    # -- lifecycle
+    def _start(self, timeout_s: float) -> None:
+        self._ready.clear()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-s", str(self.script), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
+        )
+        threading.Thread(target=self._reader, args=(self._proc,), daemon=True).start()
+        if not self._ready.wait(timeout_s):
+            self.close()
+            raise ForkServerError(f"the fork server did not become ready within {timeout_s:.0f} s")
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def close(self) -> None:
+        p = self._proc
+        if p is not None and p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+
+    def _reader(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("event") == "ready":
+                self._ready.set()
+                continue
+            job = msg.get("job")
+            with self._lock:
+                q = self._waiters.get(job) if job is not None else None
+            if q is not None:
+                q.put(msg)
+        # the server died: wake every waiter
+        with self._lock:
+            for q in self._waiters.values():
+                q.put({"event": "server-died"})
+
+    # -- one job
+    def run(self, *, cfg: Path, out: Path, cwd: Path, env: Mapping[str, str], limits: Limits,
+            cancel: threading.Event | None = None) -> ProcessResult:
+        job = f"j{next(self._ids)}"
+        q: queue.Queue[dict[str, Any]] = queue.Queue()
+        rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
+        if limits.cpu_s:
+            rlimits["RLIMIT_CPU"] = int(limits.cpu_s)
+        if limits.file_size_bytes:
+            rlimits["RLIMIT_FSIZE"] = int(limits.file_size_bytes)
+        net = limits.isolate_network and network_isolation_status()[0]
+        stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
+        req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
+               "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p)}
+        argv = [sys.executable, str(self.script), str(cfg), str(out)]
+        with self._lock:
+            self._waiters[job] = q
+        start = time.monotonic()
+        try:
+            proc = self._proc
+            if proc is None or proc.stdin is None or proc.poll() is not None:
+                raise ForkServerError("the fork server is not running")
+            with self._lock:
+                proc.stdin.write(json.dumps(req) + "\n")
+                proc.stdin.flush()
+            msg = q.get(timeout=60)
+            if msg.get("event") != "started":
+                raise ForkServerError(f"the fork server failed to start the job: {msg}")
+            pid = int(msg["pid"])
+            deadline = start + limits.wall_s
+            timed_out = cancelled = False
+            returncode: int | None = None
+            while True:
+                try:
+                    done = q.get(timeout=0.05)
+                    if done.get("event") == "server-died":
+                        raise ForkServerError("the fork server died during the job")
+                    returncode = int(done["returncode"])
+                    break
+                except queue.Empty:
+                    pass
+                if cancel is not None and cancel.is_set():
+                    cancelled = True
+                elif time.monotonic() >= deadline:
+                    timed_out = True
+                if timed_out or cancelled:
+                    returncode = self._kill(pid, q, limits.kill_grace_s)
+                    break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)  # stragglers in the job's group
+        except (OSError, ValueError) as e:
+            raise ForkServerError(f"fork server I/O failed: {e}") from e
+        finally:
+            with self._lock:
+                self._waiters.pop(job, None)
+        wall = time.monotonic() - start
+        so, so_total = _tail(stdout_p, limits.output_bytes)
+        se, se_total = _tail(stderr_p, limits.output_bytes)
+        return ProcessResult(
+            argv=argv, returncode=returncode, signal_name=_signal_name(returncode), stdout=so, stderr=se,
+            stdout_bytes=so_total, stderr_bytes=se_total, stdout_truncated=so_total > limits.output_bytes,
+            stderr_truncated=se_total > limits.output_bytes, wall_s=wall, timed_out=timed_out, cancelled=cancelled,
+            network_isolated=net,
+        )
+
+    def _kill(self, pid: int, q: queue.Queue[dict[str, Any]], grace_s: float) -> int | None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        try:
+            return int(q.get(timeout=grace_s).get("returncode", -signal.SIGTERM))
+        except queue.Empty:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            try:
+                return int(q.get(timeout=10).get("returncode", -signal.SIGKILL))
+            except queue.Empty:
+                return -signal.SIGKILL
+
+
+def _tail(path: Path, cap: int) -> tuple[str, int]:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "", 0
+    with path.open("rb") as f:
+        if size <= cap:
+            data = f.read()
+            return data.decode("utf-8", errors="replace"), size
+        head = f.read(cap - cap // 4)
+        f.seek(size - cap // 4)
+        tail = f.read()
+    marker = f"\n[... {size - len(head) - len(tail)} bytes of output truncated by kernelscope ...]\n"
+    return head.decode("utf-8", errors="replace") + marker + tail.decode("utf-8", errors="replace"), size
+
+
+_servers: dict[str, ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def get_fork_server(script: Path, env: Mapping[str, str]) -> ForkServer | None:
+    """The running fork server for ``script`` (started on first use; restarted if it died), or None
+    where fork servers cannot work (no fork, or it failed to start: jobs then spawn processes)."""
+    if not hasattr(os, "fork") or os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
+        return None
+    key = str(script)
+    with _servers_lock:
+        fs = _servers.get(key)
+        if fs is not None and fs.alive():
+            return fs
+        try:
+            fs = _servers[key] = ForkServer(script, env)
+        except (ForkServerError, OSError) as e:
+            log.warning("fork server unavailable, spawning processes instead: %s", e)
+            _servers.pop(key, None)
+            return None
+        return fs
+
+
+def shutdown_all() -> None:
+    with _servers_lock:
+        for fs in _servers.values():
+            fs.close()
+        _servers.clear()
+
+
+atexit.register(shutdown_all)

@@ -1,0 +1,99 @@
+"""The run tool on a real GPU (device machine): fast-path candidates, GPU-only cheats, crashes and
+hangs that leave the GPU usable, energy, and program mode."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.run import EvalRequest, ProgramRequest, eval_candidate, run_program
+
+pytestmark = pytest.mark.gpu
+CASES = Path(__file__).parent / "evalcases"
+PROBLEMS = Path(__file__).resolve().parent.parent / "examples" / "problems"
+
+
+def ev(candidate: Path, reference: Path, **kw: object):  # type: ignore[no-untyped-def]
+    args: dict = {"device": "cuda", "timing_budget_s": 0.5, "trials": 3, "timeout_s": 180}
+    args.update(kw)
+    return eval_candidate(EvalRequest(reference_path=str(reference), candidate_path=str(candidate), **args))
+
+
+@pytest.mark.parametrize("problem", ["softmax", "layernorm", "row_sum", "elementwise_chain", "matmul_fp16",
+                                     "depthwise_conv2d"])
+def test_problem_candidates_are_correct_and_better_beats_naive(problem: str) -> None:
+    ref = PROBLEMS / problem / "reference.py"
+    naive = ev(PROBLEMS / problem / "naive.py", ref)
+    better = ev(PROBLEMS / problem / "better.py", ref)
+    for r in (naive, better):
+        assert r.status == "ok" and r.correctness and r.correctness.correct, (r.error, r.correctness, r.traceback)
+        assert not [f for f in r.flags if f.severity == "invalid"], r.flags
+        assert r.gpu and "H100" in r.gpu
+    assert better.timings["candidate"].median_us < naive.timings["candidate"].median_us
+
+
+def test_side_stream_is_flagged() -> None:
+    r = ev(CASES / "gpu_side_stream.py", CASES / "gpu_ref_softmax_big.py")
+    assert r.correctness and r.correctness.correct
+    assert "side-stream" in {f.id for f in r.flags} and r.verdict == "invalid"
+
+
+def test_illegal_address_then_the_gpu_still_works() -> None:
+    r = ev(CASES / "gpu_illegal_address.py", CASES / "ref_softmax.py")
+    assert r.verdict == "incorrect" and r.status in ("error", "crashed")
+    assert "illegal" in ((r.error or "") + (r.traceback or "") + (r.stderr_tail or "")).lower()
+    ok = ev(CASES / "ok_softmax.py", CASES / "ref_softmax.py")
+    assert ok.status == "ok" and ok.correctness and ok.correctness.correct
+
+
+def test_hung_kernel_costs_only_its_limit_then_the_gpu_still_works() -> None:
+    t0 = time.monotonic()
+    r = ev(CASES / "gpu_hang.py", CASES / "ref_softmax.py", timeout_s=15)
+    assert r.status == "timeout" and time.monotonic() - t0 < 30
+    ok = ev(CASES / "ok_softmax.py", CASES / "ref_softmax.py")
+    assert ok.status == "ok" and ok.correctness and ok.correctness.correct
+
+
+def test_energy_per_call() -> None:
+    r = ev(PROBLEMS / "softmax" / "better.py", PROBLEMS / "softmax" / "reference.py", measure_energy=True,
+           energy_window_s=1.0)
+    for side in ("candidate", "reference"):
+        e = r.energy[side]
+        assert e.available and e.joules_per_call and e.joules_per_call > 0 and e.window_s and e.window_s >= 1.0
+        assert e.avg_power_w and 50 < e.avg_power_w < 800
+
+
+PROGRAM = r"""
+#include <cstdio>
+__global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.f; }
+int main() {
+    int n = 1 << 24; float* d; cudaMalloc(&d, n * sizeof(float)); cudaMemset(d, 0, n * sizeof(float));
+    for (int r = 0; r < 3; ++r) scale<<<(n + 255) / 256, 256>>>(d, n);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("done: %s\n", cudaGetErrorString(e));
+    return e == cudaSuccess ? 0 : 1;
+}
+"""
+
+
+def test_program_mode_with_kernel_times() -> None:
+    c = compile_cuda(CompileRequest(source=PROGRAM))
+    assert c.success and c.kind == "executable" and c.artifact_id
+    r = run_program(ProgramRequest(artifact_id=c.artifact_id))
+    assert r.exit_status == 0 and "done: no error" in r.stdout and not r.crashed
+    t = run_program(ProgramRequest(artifact_id=c.artifact_id, kernel_times=True))
+    assert t.exit_status == 0 and t.kernel_times, (t.kernel_times_note, t.stderr)
+    (k,) = t.kernel_times
+    assert k.launches == 3 and "scale" in k.name and k.mean_ns > 1000
+    assert "done: no error" in t.stdout and "==PROF==" not in t.stdout
+
+
+def test_program_that_traps_is_a_result() -> None:
+    src = "__global__ void t() { __trap(); }\nint main() { t<<<1,1>>>(); return cudaDeviceSynchronize() != 0; }\n"
+    c = compile_cuda(CompileRequest(source=src))
+    assert c.artifact_id
+    r = run_program(ProgramRequest(artifact_id=c.artifact_id, timeout_s=60))
+    assert r.exit_status == 1 and not r.timed_out

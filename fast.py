@@ -79,6 +79,23 @@ def _cupy() -> Any:
     return cupy
 
 
+def toolkit_include() -> str | None:
+    """The CUDA toolkit's include directory if it has the headers NVRTC needs for WMMA (crt/mma.h);
+    CuPy's own include path (NVIDIA's runtime wheel) lacks them."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(str(Path(nvcc).resolve().parent.parent))
+    for c in cands:
+        if c and (Path(c) / "include" / "crt" / "mma.h").is_file():
+            return str(Path(c) / "include")
+    return None
+
+
 def _external_stream(cp: Any, ptr: int) -> Any:
     """A CuPy view of torch's stream ``ptr`` (CuPy 14 deprecates ExternalStream for from_external)."""
     import warnings
@@ -105,7 +122,11 @@ class CudaKernel:
         """Compile now (otherwise the first launch does); returns the CuPy RawKernel."""
         if self._kernel is None:
             cp = _cupy()
-            k = cp.RawKernel(self.source, self.name, options=self.options, backend="nvrtc")
+            options = self.options
+            inc = toolkit_include()
+            if inc and not any(o.startswith("-I") for o in options):
+                options = (*options, f"-I{inc}")
+            k = cp.RawKernel(self.source, self.name, options=options, backend="nvrtc")
             k.compile()
             self._kernel = k
         return self._kernel

@@ -29,7 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--problem", default="softmax")
-    ap.add_argument("--timing-budget", type=float, default=1.0)
+    ap.add_argument("--timing-budget", type=float, default=0.5, help="the run tool's default")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ks-evalspeed-"))
     use_private_store([tmp])
@@ -49,7 +49,7 @@ def main() -> None:
                                            device="cuda", timing_budget_s=args.timing_budget, timeout_s=900))
             ok = r.correctness.correct if r.correctness else False
             print(f"{label} run {i}: {r.wall_s:.2f} s (harness {r.harness_wall_s or 0:.2f} s) verdict={r.verdict} "
-                  f"correct={ok} {r.error or ''}", file=sys.stderr)
+                  f"correct={ok} {r.error or ''} phases={r.phases_s}", file=sys.stderr)
             if i > 0:  # run 0 warms the process-level caches
                 results[label].append((r.wall_s, r.harness_wall_s or 0.0, r.verdict))
     fast = median([w for w, _, _ in results["fast path (NVRTC)"]])

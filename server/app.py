@@ -226,7 +226,7 @@ async def run_tool(
                     "all; strict fp32 1e-5).")] = "default",
     reference_modes: Annotated[list[Literal["eager", "compile"]] | None, Field(
         description="eval: baselines to time (eager PyTorch, torch.compile).")] = None,
-    timing_budget_s: Annotated[float, Field(gt=0, le=60, description="eval: seconds of timed runs.")] = 1.0,
+    timing_budget_s: Annotated[float, Field(gt=0, le=60, description="eval: seconds of timed runs.")] = 0.5,
     measure_energy: Annotated[bool, Field(description="eval: NVML energy per call (adds ~2 s per side).")] = False,
     allow_tf32: Annotated[bool, Field(description="eval: allow TF32 on fp32 problems.")] = False,
     artifact_id: Annotated[str | None, Field(description="program: an executable artifact from compile.")] = None,

@@ -64,7 +64,7 @@ class EvalRequest(BaseModel):
     atol: float | None = Field(None, ge=0, le=1)
     seed: int = 42
     reference_modes: list[Literal["eager", "compile"]] = Field(default_factory=lambda: ["eager"])
-    timing_budget_s: float = Field(1.0, gt=0, le=60)
+    timing_budget_s: float = Field(0.5, gt=0, le=60, description="Seconds of interleaved timed runs.")
     min_runs: int = Field(30, ge=3, le=100_000)
     max_runs: int = Field(2000, ge=3, le=100_000)
     measure_energy: bool = False
@@ -295,18 +295,18 @@ def run_program(req: ProgramRequest, settings: Settings | None = None, *, cancel
                            stdin=req.stdin.encode() if req.stdin is not None else None,
                            limits=Limits(wall_s=req.timeout_s, output_bytes=1 << 20, isolate_network=True))
         times: list[KernelTime] | None = None
-        stdout = proc.stdout
         if req.kernel_times:
-            times, stdout = parse_ncu_csv(proc.stdout)
+            # with --log-file, ncu writes its messages and the CSV there; stdout stays the program's
             log = (ws.path / "ncu.log").read_text(errors="replace") if (ws.path / "ncu.log").is_file() else ""
+            times, rest = parse_ncu_csv(log)
             if "ERR_NVGPUCTRPERM" in log:
                 note = "ncu could not read performance counters (ERR_NVGPUCTRPERM): see `kernelscope doctor`."
             elif not times:
-                note = "ncu profiled no kernels: " + (log.strip()[-300:] or "the program launched none")
+                note = "ncu profiled no kernels: " + (rest.strip()[-300:] or "the program launched none")
         return ProgramResult(
             artifact_id=art.id, exit_status=proc.returncode, signal_name=proc.signal_name,
             crashed=proc.signal_name is not None and not proc.timed_out, timed_out=proc.timed_out,
-            stdout=stdout, stderr=proc.stderr, stdout_truncated=proc.stdout_truncated,
+            stdout=proc.stdout, stderr=proc.stderr, stdout_truncated=proc.stdout_truncated,
             stderr_truncated=proc.stderr_truncated, wall_s=proc.wall_s, kernel_times=times, kernel_times_note=note,
             gpu_wait_s=lease.waited_s,
         )

@@ -111,7 +111,7 @@ def timing_stats(samples_us: list[float]) -> dict[str, Any]:
     }
 
 
-def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 1000, seed: int = 0,
+def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 500, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float, float]:
     """median(num)/median(den) and its bootstrap confidence interval (percentile method)."""
     import numpy as np

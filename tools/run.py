@@ -163,7 +163,8 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
     cand_src = _read_source(req.candidate, req.candidate_path, "candidate", s)
     device = _resolve_device(req.device)
     t_start = time.monotonic()
-    with Workspace(prefix="eval-") as ws:
+    ws = Workspace(prefix="eval-")
+    try:
         (ws.path / "reference.py").write_text(ref_src)
         (ws.path / "candidate.py").write_text(cand_src)
         cfg = req.model_dump(exclude={"reference", "candidate", "reference_path", "candidate_path", "timeout_s",
@@ -175,32 +176,69 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
         if cfg["atol"] is None:
             cfg.pop("atol")
         (ws.path / "config.json").write_text(json.dumps(cfg))
-        # -s: no user site-packages; PYTHONPATH (set by job_env) makes kernelscope.fast importable
-        argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(ws.path / "result.json")]
-        limits = Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True,
-                        file_size_bytes=4 << 30)
+    except BaseException:
+        ws.cleanup()
+        raise
+    result_path = ws.path / "result.json"
+    # -s: no user site-packages; PYTHONPATH (set by job_env) makes kernelscope.fast importable
+    argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(result_path)]
+    limits = Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True, file_size_bytes=4 << 30)
 
-        def execute(lease: Lease | None) -> ProcessResult:
-            env = job_env(ws.path, s.home, lease)
-            fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
-            if fs is not None:
-                try:
-                    return fs.run(cfg=ws.path / "config.json", out=ws.path / "result.json", cwd=ws.path, env=env,
-                                  limits=limits, cancel=cancel)
-                except ForkServerError as e:
-                    log.warning("fork server failed (%s); spawning this job", e)
-            return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
+    def execute(lease: Lease | None) -> ProcessResult:
+        env = job_env(ws.path, s.home, lease)
+        fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
+        if fs is not None:
+            try:
+                return fs.run(cfg=ws.path / "config.json", out=result_path, cwd=ws.path, env=env, limits=limits,
+                              cancel=cancel)
+            except ForkServerError as e:
+                log.warning("fork server failed (%s); spawning this job", e)
+        return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
 
-        if device == "cuda":
-            with gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
-                proc = execute(lease)
-                waited = lease.waited_s
-        else:
-            proc = execute(None)
-            waited = 0.0
-        result = _assemble(ws.path / "result.json", proc, req)
+    # The job runs on a worker thread that holds the GPU lease and the workspace until the process
+    # has exited (the time limit still applies). A complete "ok" result is answered as soon as it is
+    # written: tearing down a CUDA context takes ~0.1 s that the caller need not wait for.
+    lease_cm = gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) if device == "cuda" else None
+    try:
+        lease = lease_cm.__enter__() if lease_cm is not None else None
+    except BaseException:
+        ws.cleanup()
+        raise
+    box: dict[str, ProcessResult] = {}
+    finished = threading.Event()
+    detached = threading.Event()
+
+    def worker() -> None:
+        try:
+            box["proc"] = execute(lease)
+        finally:
+            if lease_cm is not None:
+                lease_cm.__exit__(None, None, None)
+            finished.set()
+            if detached.is_set():
+                ws.cleanup()
+
+    threading.Thread(target=worker, name="eval-job", daemon=True).start()
+    early: dict | None = None
+    while not finished.wait(0.01):
+        if result_path.is_file():
+            try:
+                raw = json.loads(result_path.read_text())
+            except (OSError, ValueError):
+                continue
+            if raw.get("status") == "ok":
+                early = raw
+                detached.set()
+                if finished.is_set():  # the worker ended meanwhile: clean up here
+                    ws.cleanup()
+                break
+    try:
+        result = parse_harness_result(early) if early is not None else _assemble(result_path, box["proc"], req)
+    finally:
+        if early is None:
+            ws.cleanup()
     result.wall_s = time.monotonic() - t_start
-    result.gpu_wait_s = waited
+    result.gpu_wait_s = lease.waited_s if lease is not None else 0.0
     return result
 
 

@@ -100,7 +100,7 @@ def main() -> None:
 
     def evaluate(ref: Path, cand: Path):  # type: ignore[no-untyped-def]
         r = eval_candidate(EvalRequest(reference_path=str(ref), candidate_path=str(cand), device="cuda",
-                                       timing_budget_s=1.0, trials=2, timeout_s=600))
+                                       timeout_s=600))  # the run tool's defaults
         assert r.status == "ok", (r.error, r.traceback)
         return r
 

@@ -45,6 +45,7 @@ class ForkServer:
         self._ids = itertools.count()
         self._proc: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
+        self._active: set[int] = set()  # pids (= process groups) of running jobs
         self._start(start_timeout_s)
 
     # -- lifecycle
@@ -63,6 +64,13 @@ class ForkServer:
         return self._proc is not None and self._proc.poll() is None
 
     def close(self) -> None:
+        """Stop the server and every job it still runs (jobs are their own sessions, so they would
+        outlive it otherwise)."""
+        with self._lock:
+            active = list(self._active)
+        for pid in active:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         p = self._proc
         if p is not None and p.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -107,6 +115,7 @@ class ForkServer:
         with self._lock:
             self._waiters[job] = q
         start = time.monotonic()
+        pid: int | None = None
         try:
             proc = self._proc
             if proc is None or proc.stdin is None or proc.poll() is not None:
@@ -118,6 +127,8 @@ class ForkServer:
             if msg.get("event") != "started":
                 raise ForkServerError(f"the fork server failed to start the job: {msg}")
             pid = int(msg["pid"])
+            with self._lock:
+                self._active.add(pid)
             deadline = start + limits.wall_s
             timed_out = cancelled = False
             returncode: int | None = None
@@ -144,6 +155,8 @@ class ForkServer:
         finally:
             with self._lock:
                 self._waiters.pop(job, None)
+                if pid is not None:
+                    self._active.discard(pid)
         wall = time.monotonic() - start
         so, so_total = _tail(stdout_p, limits.output_bytes)
         se, se_total = _tail(stderr_p, limits.output_bytes)

@@ -111,7 +111,7 @@ def timing_stats(samples_us: list[float]) -> dict[str, Any]:
     }
 
 
-def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 500, seed: int = 0,
+def bootstrap_ratio_ci(num: list[float], den: list[float], *, resamples: int = 300, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float, float]:
     """median(num)/median(den) and its bootstrap confidence interval (percentile method)."""
     import numpy as np
@@ -385,7 +385,7 @@ class Harness:
         min_runs = int(self.cfg.get("min_runs", 30))
         max_runs = int(self.cfg.get("max_runs", 2000))
         budget_s = float(self.cfg.get("timing_budget_s", 0.5))
-        warmup_s = float(self.cfg.get("warmup_s", 0.1))
+        warmup_s = float(self.cfg.get("warmup_s", 0.05))
         with t.no_grad():
             # warm-up: at least 3 calls each and warmup_s in all
             t0 = _perf_counter()

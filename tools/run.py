@@ -192,6 +192,8 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
                 return fs.run(cfg=ws.path / "config.json", out=result_path, cwd=ws.path, env=env, limits=limits,
                               cancel=cancel)
             except ForkServerError as e:
+                if result_path.exists():  # the job finished; only its exit report was lost (server shutdown)
+                    return ProcessResult(argv=argv, returncode=None, stderr=str(e))
                 log.warning("fork server failed (%s); spawning this job", e)
         return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
 

@@ -385,7 +385,7 @@ class Harness:
         min_runs = int(self.cfg.get("min_runs", 30))
         max_runs = int(self.cfg.get("max_runs", 2000))
         budget_s = float(self.cfg.get("timing_budget_s", 0.5))
-        warmup_s = float(self.cfg.get("warmup_s", 0.05))
+        warmup_s = float(self.cfg.get("warmup_s", 0.1))
         with t.no_grad():
             # warm-up: at least 3 calls each and warmup_s in all
             t0 = _perf_counter()

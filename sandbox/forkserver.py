@@ -27,7 +27,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelscope.sandbox.process import Limits, ProcessResult, _signal_name, network_isolation_status
+from kernelscope.sandbox.process import (
+    Limits,
+    ProcessResult,
+    _signal_name,
+    network_isolation_status,
+    stop_reason,
+)
 
 log = logging.getLogger("kernelscope.sandbox.forkserver")
 
@@ -141,10 +147,7 @@ class ForkServer:
                     break
                 except queue.Empty:
                     pass
-                if cancel is not None and cancel.is_set():
-                    cancelled = True
-                elif time.monotonic() >= deadline:
-                    timed_out = True
+                cancelled, timed_out = stop_reason(cancel, deadline)
                 if timed_out or cancelled:
                     returncode = self._kill(pid, q, limits.kill_grace_s)
                     break

@@ -191,6 +191,13 @@ def _signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
+def stop_reason(cancel: threading.Event | None, deadline: float) -> tuple[bool, bool]:
+    """(cancelled, timed_out) for a job polled against its cancel event and wall-clock deadline."""
+    if cancel is not None and cancel.is_set():
+        return True, False
+    return False, time.monotonic() >= deadline
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -259,10 +266,7 @@ def run_process(
             break
         except subprocess.TimeoutExpired:
             pass
-        if cancel is not None and cancel.is_set():
-            cancelled = True
-        elif time.monotonic() >= deadline:
-            timed_out = True
+        cancelled, timed_out = stop_reason(cancel, deadline)
         if timed_out or cancelled:
             _killpg(proc.pid, signal.SIGTERM)
             try:

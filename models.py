@@ -277,6 +277,9 @@ class EvalResult(BaseModel):
     harness_wall_s: float | None = None
     phases_s: dict[str, float] = Field(default_factory=dict, description="Harness time per phase (seconds).")
     gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")
+    build_s: float | None = Field(
+        None, description="C++/CUDA extension build (load_inline) done before taking the GPU, if any.")
+    build_note: str | None = None
     stderr_tail: str | None = None
     traceback: str | None = None
 

@@ -160,3 +160,13 @@ def test_jobs_do_not_leak_into_each_other() -> None:
     assert "timer-tampering" in flag_ids(patched)
     clean = evaluate("ok_softmax.py")  # the next job (same fork server) starts from clean state
     assert not clean.flags and clean.status == "ok"
+
+
+@pytest.mark.slow
+def test_load_inline_candidate_is_built_before_the_evaluation() -> None:
+    pytest.importorskip("ninja", reason="torch's extension builds need ninja")
+    r = evaluate("ext_relu.py", reference="ref_relu.py", timeout_s=600)
+    assert r.status == "ok" and r.correctness and r.correctness.correct, (r.error, r.build_note, r.stderr_tail)
+    assert r.build_s is not None and r.build_note is None
+    # the evaluation imported the cached build instead of compiling again
+    assert r.phases_s["load_and_construct"] < 0.5 * r.build_s

@@ -125,6 +125,13 @@ def _resolve_device(device: str) -> str:
     return "cuda" if len(gpu_pool()) else "cpu"
 
 
+def _torch_arch_list() -> str:
+    from kernelscope.tools.compile import local_default_arch
+
+    digits = "".join(ch for ch in local_default_arch() if ch.isdigit())
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
+
+
 def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
     env = build_env(home=ws)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -135,6 +142,9 @@ def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = lease.visible
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU job sees no GPU
+    # extension builds target the GPUs here whether or not the job sees one, so a pre-build (no GPU)
+    # and the evaluation (with one) produce the same cached build
+    env.setdefault("TORCH_CUDA_ARCH_LIST", _torch_arch_list())
     return env
 
 
@@ -197,6 +207,15 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
                 log.warning("fork server failed (%s); spawning this job", e)
         return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
 
+    # Extension builds (load_inline) run first, without the GPU: minutes of compiling must not hold
+    # the lease, and several candidates' builds proceed in parallel on the CPU cores. The build is
+    # cached by source (TORCH_EXTENSIONS_DIR), so the evaluation below imports it at once. A failed
+    # pre-build is not an answer: the evaluation then builds (and reports) it itself.
+    build_s: float | None = None
+    build_note: str | None = None
+    if needs_extension_build(cand_src):
+        build_s, build_note = _prebuild(ws.path, s, req, limits, cancel)
+
     # The job runs on a worker thread that holds the GPU lease and the workspace until the process
     # has exited (the time limit still applies). A complete "ok" result is answered as soon as it is
     # written: tearing down a CUDA context takes ~0.1 s that the caller need not wait for.
@@ -241,7 +260,42 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
             ws.cleanup()
     result.wall_s = time.monotonic() - t_start
     result.gpu_wait_s = lease.waited_s if lease is not None else 0.0
+    result.build_s, result.build_note = build_s, build_note
     return result
+
+
+_BUILD_MARKERS = ("load_inline", "cpp_extension")
+
+
+def needs_extension_build(source: str) -> bool:
+    return any(m in source for m in _BUILD_MARKERS)
+
+
+def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits,
+              cancel: threading.Event | None) -> tuple[float, str | None]:
+    cfg = json.loads((ws / "config.json").read_text())
+    cfg.update({"import_only": True, "device": "cpu"})
+    (ws / "build.json").write_text(json.dumps(cfg))
+    env = job_env(ws, s.home, None)
+    t0 = time.monotonic()
+    out = ws / "build-result.json"
+    fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
+    try:
+        if fs is not None:
+            proc = fs.run(cfg=ws / "build.json", out=out, cwd=ws, env=env, limits=limits, cancel=cancel)
+        else:
+            proc = run_process([sys.executable, "-s", str(HARNESS), str(ws / "build.json"), str(out)], cwd=ws,
+                               limits=limits, env=env, cancel=cancel)
+    except ForkServerError as e:
+        return time.monotonic() - t0, f"pre-build skipped: {e}"
+    took = time.monotonic() - t0
+    try:
+        raw = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return took, f"pre-build failed ({proc.describe_failure()}); the evaluation builds it"
+    if raw.get("status") != "ok":
+        return took, f"pre-build failed ({raw.get('error')}); the evaluation builds it"
+    return took, None
 
 
 def _assemble(path: Path, proc: ProcessResult, req: EvalRequest) -> EvalResult:

@@ -308,3 +308,11 @@ class ProgramResult(BaseModel):
         None, description="Per-kernel GPU durations (ncu gpu__time_duration, serialized launches), if asked.")
     kernel_times_note: str | None = None
     gpu_wait_s: float = 0.0
+
+
+class RunResult(BaseModel):
+    """The run tool's answer: exactly one of ``eval`` or ``program``, by ``mode``."""
+
+    mode: Literal["eval", "program"]
+    eval: EvalResult | None = None
+    program: ProgramResult | None = None

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError
-from kernelscope.models import CapabilityReport, CompileResult, EvalResult, ProgramResult, SassResult
+from kernelscope.models import CapabilityReport, CompileResult, RunResult, SassResult
 from kernelscope.server.summaries import compile_summary, eval_summary, program_summary, sass_summary
 
 log = logging.getLogger("kernelscope.server")
@@ -235,7 +235,7 @@ async def run_tool(
     timeout_s: Annotated[float, Field(gt=0, le=3600, description="Wall-clock limit; the job is killed "
                                                                  "after it.")] = 300.0,
     ctx: Context | None = None,
-) -> Annotated[CallToolResult, EvalResult | ProgramResult]:
+) -> Annotated[CallToolResult, RunResult]:
     """Run untrusted GPU code in the sandbox. eval mode: check a candidate against a KernelBench-style
     reference over several trials with fresh random inputs (tolerance policy stated), time both with
     CUDA events (warm-up, L2 flush, interleaved, medians with IQR/CV), and answer a speedup with a 95%
@@ -258,7 +258,7 @@ async def run_tool(
         presult = await _call(run_mod.run_program, preq, cancellable=True, on_wait=on_wait)
         if ctx is not None:
             await ctx.report_progress(1, 1, "done")
-        return _result(presult, program_summary(presult))
+        return _result(RunResult(mode="program", program=presult), program_summary(presult))
     try:
         ereq = run_mod.EvalRequest(reference=reference, reference_path=reference_path, candidate=candidate,
                                    candidate_path=candidate_path, device=device, trials=trials, tolerance=tolerance,
@@ -269,7 +269,7 @@ async def run_tool(
     eresult = await _call(run_mod.eval_candidate, ereq, cancellable=True, on_wait=on_wait)
     if ctx is not None:
         await ctx.report_progress(1, 1, eresult.verdict)
-    return _result(eresult, eval_summary(eresult))
+    return _result(RunResult(mode="eval", eval=eresult), eval_summary(eresult))
 
 
 # ----------------------------------------------------------------------------------- resources

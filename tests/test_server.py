@@ -202,3 +202,42 @@ def test_http_refuses_non_loopback_bind(capsys: pytest.CaptureFixture[str]) -> N
 def test_cli_version() -> None:
     out = subprocess.run([sys.executable, "-m", "kernelscope", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("kernelscope ")
+
+
+REF = (Path(__file__).parent / "evalcases" / "ref_softmax.py").read_text()
+CAND = (Path(__file__).parent / "evalcases" / "ok_softmax.py").read_text()
+
+
+async def test_run_eval_through_mcp(client: Client) -> None:
+    pytest.importorskip("torch", reason="the eval harness needs torch")
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    r = await client.call_tool("run", {"mode": "eval", "reference": REF, "candidate": CAND, "device": "cpu",
+                                       "trials": 2, "timing_budget_s": 0.2}, progress_callback=on_progress)
+    assert not r.is_error, _text(r)
+    assert r.structured_content["mode"] == "eval" and r.structured_content["program"] is None
+    sc = r.structured_content["eval"]
+    assert sc["correctness"]["correct"] and sc["verdict"] in ("faster", "slower", "inconclusive")
+    assert sc["speedups"][0]["baseline"] == "eager" and sc["timings"]["candidate"]["runs"] >= 3
+    text = _text(r)
+    assert text.startswith("Verdict: ") and "Correctness: 2/2 trials passed" in text and "Speedup vs eager" in text
+    assert seen and seen[-1] == sc["verdict"]
+
+
+async def test_run_reports_cheats_and_bad_input(client: Client) -> None:
+    pytest.importorskip("torch", reason="the eval harness needs torch")
+    cheat = ("import torch\nclass ModelNew(torch.nn.Module):\n"
+             "    def forward(self, x):\n        return torch.softmax(x, 1)\n")
+    r = await client.call_tool("run", {"reference": REF, "candidate": cheat, "device": "cpu", "trials": 1,
+                                       "timing_budget_s": 0.1})
+    assert not r.is_error and r.structured_content["eval"]["verdict"] == "invalid"
+    assert "[INVALID] reference-ops" in _text(r)
+    bad = await client.call_tool("run", {"reference": REF, "device": "cpu"})
+    assert bad.is_error and "exactly one" in _text(bad)
+    syntax = await client.call_tool("run", {"reference": REF, "candidate": "def (:", "device": "cpu"})
+    assert syntax.is_error and "syntax error" in _text(syntax)
+    prog = await client.call_tool("run", {"mode": "program"})
+    assert prog.is_error and "artifact_id" in _text(prog)

@@ -170,3 +170,14 @@ def test_load_inline_candidate_is_built_before_the_evaluation() -> None:
     assert r.build_s is not None and r.build_note is None
     # the evaluation imported the cached build instead of compiling again
     assert r.phases_s["load_and_construct"] < 0.5 * r.build_s
+
+
+@pytest.mark.slow
+def test_torch_compile_baseline_is_timed_too() -> None:
+    r = evaluate("ok_softmax.py", reference_modes=["eager", "compile"], timeout_s=600)
+    assert r.status == "ok", (r.error, r.notes)
+    if "reference_compile" not in r.timings:  # torch.compile unusable here: said so, not hidden
+        assert any("torch.compile" in n for n in r.notes)
+        pytest.skip(f"torch.compile unavailable on this host: {r.notes}")
+    assert {sp.baseline for sp in r.speedups} == {"eager", "compile"}
+    assert r.timings["reference_compile"].runs >= 10

@@ -316,3 +316,64 @@ class RunResult(BaseModel):
     mode: Literal["eval", "program"]
     eval: EvalResult | None = None
     program: ProgramResult | None = None
+
+
+# --------------------------------------------------------------------------- Nsight Compute profiles
+class MetricValue(BaseModel):
+    value: float | str | None = Field(description="None when the capture lacks the metric (never 0 for missing).")
+    unit: str | None = None
+
+
+class NcuRuleResult(BaseModel):
+    """One of Nsight Compute's own rule results, as recorded in the report."""
+
+    rule: str
+    name: str
+    section: str | None = None
+    title: str | None = None
+    message: str
+    type: Literal["info", "warning", "error", "ok", "optimization", "unknown"] = "unknown"
+    focus_metrics: list[dict[str, object]] = Field(default_factory=list)
+
+
+class SourceLineCounters(BaseModel):
+    file: str
+    line: int
+    code: str | None = Field(None, description="The source line's text, when the report imported the source.")
+    counters: dict[str, float] = Field(default_factory=dict, description="Per-line sums of ncu's per-PC metrics.")
+
+
+class KernelProfile(BaseModel):
+    id: int = Field(description="The launch's position in the report.")
+    name: str = Field(description="Demangled name.")
+    mangled_name: str
+    device: str | None = None
+    grid_size: int | None = None
+    block_size: int | None = None
+    registers_per_thread: int | None = None
+    shared_mem_static_bytes: int | None = None
+    shared_mem_dynamic_bytes: int | None = None
+    waves_per_sm: float | None = None
+    duration_ns: float | None = None
+    sm_throughput_pct: float | None = None
+    memory_throughput_pct: float | None = None
+    dram_bytes_read: float | None = None
+    dram_bytes_write: float | None = None
+    l1_hit_rate_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    branch_uniformity_pct: float | None = Field(None, description="Share of branch targets taken uniformly by warps.")
+    global_load_sectors_per_request: float | None = Field(None, description="4 is ideal for 32-bit coalesced loads.")
+    global_store_sectors_per_request: float | None = None
+    stall_reasons: dict[str, float] = Field(
+        default_factory=dict, description="Warp cycles per issued instruction stalled by reason (ncu WarpStateStats).")
+    metrics: dict[str, MetricValue] = Field(default_factory=dict, description="The metrics the rules read.")
+    ncu_rules: list[NcuRuleResult] = Field(default_factory=list)
+    source_lines: list[SourceLineCounters] = Field(
+        default_factory=list, description="Hottest source lines by warp samples (needs -lineinfo).")
+
+
+class Profile(BaseModel):
+    report: str = Field(description="Report file name (the full report stays an artifact).")
+    kernels: list[KernelProfile] = Field(default_factory=list)

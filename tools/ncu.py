@@ -1,0 +1,192 @@
+"""Read Nsight Compute reports (``.ncu-rep``) with NVIDIA's ``ncu_report`` module into typed profiles.
+
+Every metric the rules need comes with its unit; a metric the capture lacks is ``None``, never 0.
+Nsight Compute's own rule results are kept, and per-PC counters (warp-state samples, memory traffic)
+are summed per source line where the kernel was built with ``-lineinfo``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kernelscope.errors import InputError, NotAvailable
+from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
+
+# typed field -> ncu metric
+KEY_METRICS: dict[str, str] = {
+    "grid_size": "launch__grid_size",
+    "block_size": "launch__block_size",
+    "registers_per_thread": "launch__registers_per_thread",
+    "shared_mem_static_bytes": "launch__shared_mem_per_block_static",
+    "shared_mem_dynamic_bytes": "launch__shared_mem_per_block_dynamic",
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+    "duration_ns": "gpu__time_duration.sum",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_bytes_read": "dram__bytes_read.sum",
+    "dram_bytes_write": "dram__bytes_write.sum",
+    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "branch_uniformity_pct": "smsp__sass_average_branch_targets_threads_uniform.pct",
+}
+_INT_FIELDS = {"grid_size", "block_size", "registers_per_thread", "shared_mem_static_bytes", "shared_mem_dynamic_bytes"}
+# further metrics kept (with units) for the rules
+RULE_METRICS = (
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smsp__inst_executed.sum", "sm__cycles_elapsed.avg", "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
+    "smsp__pcsamp_sample_count", "device__attribute_multiprocessor_count", "launch__barrier_count",
+    "memory_l2_theoretical_sectors_global", "memory_l2_theoretical_sectors_global_ideal",
+    "derived__memory_l2_theoretical_sectors_global_excessive",
+)
+_STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+_RULE_TYPES = {0: "info", 1: "warning", 2: "optimization", 3: "error", 4: "ok"}
+
+
+def _ncu_report() -> Any:
+    try:
+        import ncu_report
+    except ImportError as e:  # pragma: no cover - a declared dependency
+        raise NotAvailable("Reading Nsight Compute reports", f"the ncu_report module is missing ({e})",
+                           "pip install ncu-report") from None
+    return ncu_report
+
+
+def _value(action: Any, name: str) -> MetricValue:
+    m = action.metric_by_name(name)
+    if m is None:
+        return MetricValue(value=None, unit=None)
+    try:
+        v = m.value()
+    except Exception:  # a metric with instances but no scalar value
+        v = None
+    if isinstance(v, bool):
+        v = float(v)
+    return MetricValue(value=v if isinstance(v, (int, float, str)) else None, unit=m.unit() or None)
+
+
+def _num(mv: MetricValue) -> float | None:
+    return float(mv.value) if isinstance(mv.value, (int, float)) else None
+
+
+def _ratio(metrics: dict[str, MetricValue], num: str, den: str) -> float | None:
+    n, d = _num(metrics[num]), _num(metrics[den])
+    return round(n / d, 3) if n is not None and d else None
+
+
+def _rules(action: Any) -> list[NcuRuleResult]:
+    out: list[NcuRuleResult] = []
+    for r in action.rule_results_as_dicts():
+        msg = r.get("rule_message") or {}
+        out.append(NcuRuleResult(
+            rule=str(r.get("rule_identifier", "")), name=str(r.get("name", "")),
+            section=r.get("section_identifier"), title=msg.get("title") or None,
+            message=str(msg.get("message", "")), type=_RULE_TYPES.get(msg.get("type"), "unknown"),  # type: ignore[arg-type]
+            focus_metrics=[dict(f) for f in r.get("focus_metrics", [])],
+        ))
+    return out
+
+
+def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
+    """Sum every per-PC metric by source line; keep the lines with the most warp samples."""
+    per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    cache: dict[int, tuple[str, int] | None] = {}
+    for name in action.metric_names():
+        m = action.metric_by_name(name)
+        if m is None or not m.has_correlation_ids() or "." in name.split("__")[0]:
+            continue
+        ids = m.correlation_ids()
+        n = min(m.num_instances(), ids.num_instances())
+        for i in range(n):
+            pc = ids.as_uint64(i)
+            if pc not in cache:
+                si = action.source_info(pc)
+                cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
+            loc = cache[pc]
+            if loc is None:
+                continue
+            try:
+                v = m.as_double(i)
+            except Exception:
+                continue
+            per_line[loc][name] += v
+    if not per_line:
+        return []
+    files = action.source_files()
+    texts: dict[str, list[str]] = {}
+    for f in {f for f, _ in per_line}:
+        try:
+            texts[f] = files[f].splitlines() if f in files else []
+        except Exception:
+            texts[f] = []
+    key = "smsp__pcsamp_sample_count"
+    ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))[:top]
+    out = []
+    for (f, line), counters in ranked:
+        lines = texts.get(f, [])
+        out.append(SourceLineCounters(file=f, line=line,
+                                      code=lines[line - 1].strip()[:300] if 0 < line <= len(lines) else None,
+                                      counters={k: round(v, 4) for k, v in counters.items() if v}))
+    return out
+
+
+def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
+    """Parse a report into one KernelProfile per profiled launch."""
+    nr = _ncu_report()
+    if not path.is_file():
+        raise InputError(f"No report at {path}.")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if not magic:
+        raise InputError(f"{path.name} is empty, not an Nsight Compute report.")
+    try:
+        ctx = nr.load_report(str(path))
+    except Exception as e:
+        raise InputError(f"{path.name} is not a readable Nsight Compute report ({type(e).__name__}: {e}).") from None
+    kernels: list[KernelProfile] = []
+    kid = 0
+    for ri in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(ri)
+        for ai in range(rng.num_actions()):
+            a = rng.action_by_idx(ai)
+            fields: dict[str, Any] = {}
+            metrics: dict[str, MetricValue] = {}
+            for field, metric in KEY_METRICS.items():
+                mv = _value(a, metric)
+                metrics[metric] = mv
+                v = _num(mv)
+                fields[field] = int(v) if v is not None and field in _INT_FIELDS else v
+            for metric in RULE_METRICS:
+                metrics[metric] = _value(a, metric)
+            stalls = {}
+            for name in a.metric_names():
+                m = _STALL.match(name)
+                if m:
+                    v = _num(_value(a, name))
+                    if v is not None:
+                        stalls[m.group(1)] = round(v, 4)
+
+            dev = _value(a, "device__attribute_display_name").value
+            kernels.append(KernelProfile(
+                id=kid, name=a.name(nr.IAction.NameBase_DEMANGLED), mangled_name=a.name(nr.IAction.NameBase_MANGLED),
+                device=dev if isinstance(dev, str) else None, **fields,
+                global_load_sectors_per_request=_ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                                                       "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"),
+                global_store_sectors_per_request=_ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+                                                        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"),
+                stall_reasons=dict(sorted(stalls.items(), key=lambda kv: -kv[1])),
+                metrics=metrics, ncu_rules=_rules(a), source_lines=_source_lines(a, top_lines),
+            ))
+            kid += 1
+    if not kernels:
+        raise InputError(f"{path.name} holds no profiled kernels (or is not an Nsight Compute report): check the "
+                         "kernel filters (-k, --launch-skip/--launch-count) and --target-processes all.")
+    return Profile(report=path.name, kernels=kernels)

@@ -377,3 +377,42 @@ class KernelProfile(BaseModel):
 class Profile(BaseModel):
     report: str = Field(description="Report file name (the full report stays an artifact).")
     kernels: list[KernelProfile] = Field(default_factory=list)
+
+
+BottleneckClass = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-limited",
+                          "launch/tail-limited", "mixed"]
+
+
+class GpuPeaks(BaseModel):
+    name: str
+    fp32_tflops: float
+    fp64_tflops: float
+    tf32_tensor_tflops: float = Field(description="Dense.")
+    fp16_tensor_tflops: float = Field(description="Dense FP16/BF16 with FP32 accumulation.")
+    dram_gbps: float
+    sm_count: int
+    source: str = "vendor datasheet (boost clock)"
+
+
+class Roofline(BaseModel):
+    flops: float | None = Field(None, description="FP32 FLOPs executed (FADD + FMUL + 2 x FFMA), when captured.")
+    dram_bytes: float | None = None
+    arithmetic_intensity: float | None = Field(None, description="FLOP per DRAM byte.")
+    ridge_point: float = Field(description="FLOP/byte where the FP32 roof meets the DRAM roof.")
+    attainable_tflops: float | None = None
+    achieved_tflops: float | None = None
+    achieved_dram_gbps: float | None = None
+    roofline_time_ns: float | None = Field(None, description="max(bytes/peak bandwidth, flops/peak FLOP rate).")
+    fraction_of_roofline: float | None = Field(None, description="roofline_time / measured time (1.0 = at the roof).")
+
+
+class Bottleneck(BaseModel):
+    kernel: str
+    cls: BottleneckClass
+    confidence: float = Field(ge=0, le=1)
+    sm_throughput_pct: float | None = None
+    memory_throughput_pct: float | None = None
+    roofline: Roofline | None = None
+    peaks: GpuPeaks | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+    reasoning: str

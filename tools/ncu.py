@@ -46,6 +46,9 @@ RULE_METRICS = (
     "smsp__pcsamp_sample_count", "device__attribute_multiprocessor_count", "launch__barrier_count",
     "memory_l2_theoretical_sectors_global", "memory_l2_theoretical_sectors_global_ideal",
     "derived__memory_l2_theoretical_sectors_global_excessive",
+    "smsp__cycles_elapsed.avg", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",
 )
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 _RULE_TYPES = {0: "info", 1: "warning", 2: "optimization", 3: "error", 4: "ok"}

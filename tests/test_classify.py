@@ -1,0 +1,64 @@
+"""Roofline classification of the real H100 capture (tests/fixtures/ncu/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelscope.models import KernelProfile
+from kernelscope.tools.classify import classify, peaks_for
+from kernelscope.tools.ncu import load_profile
+
+FIX = Path(__file__).parent / "fixtures" / "ncu"
+
+
+@pytest.fixture(scope="module")
+def kernels() -> dict[str, KernelProfile]:
+    return {k.name.split("(")[0]: k for k in load_profile(FIX / "three-kernels.ncu-rep").kernels}
+
+
+def test_peaks_table() -> None:
+    p = peaks_for("NVIDIA H100 80GB HBM3")
+    assert p is not None and p.dram_gbps == 3350 and p.sm_count == 132
+    for name in ("NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe"):
+        assert peaks_for(name) is not None, name
+    assert peaks_for("Some Future GPU") is None
+
+
+def test_copy_is_memory_bound_at_70_percent_of_the_roof(kernels: dict[str, KernelProfile]) -> None:
+    b = classify(kernels["copy_coalesced"])
+    assert b.cls == "memory-bound" and b.confidence > 0.6
+    r = b.roofline
+    assert r is not None and r.arithmetic_intensity is not None and r.arithmetic_intensity < r.ridge_point
+    # 2^26 floats read + written = 512 MiB in 223 us: ~2.3 TB/s of 3.35
+    # (a few % of the writes are still dirty in the 50 MB L2 when the kernel ends)
+    assert r.dram_bytes == pytest.approx(2 * 4 * 2**26, rel=0.05)
+    assert 2200 < r.achieved_dram_gbps < 2500 and 0.6 < r.fraction_of_roofline < 0.8
+
+
+def test_strided_copy_moves_16x_the_bytes(kernels: dict[str, KernelProfile]) -> None:
+    b = classify(kernels["copy_strided"])
+    assert b.cls == "memory-bound"
+    assert b.roofline and b.roofline.dram_bytes > 10 * 2 * 4 * 2**26
+
+
+def test_fma_loop_is_compute_bound_at_the_roof(kernels: dict[str, KernelProfile]) -> None:
+    b = classify(kernels["fma_heavy"])
+    assert b.cls == "compute-bound" and b.confidence > 0.9
+    r = b.roofline
+    assert r is not None and r.arithmetic_intensity > r.ridge_point
+    # 2^22 threads x 4096 FFMA x 2 FLOP = 34.4 GFLOP in 533 us: ~64.5 TFLOPS of 66.9
+    assert r.flops == pytest.approx(2 * 4096 * 2**22, rel=0.001)
+    assert 60 < r.achieved_tflops < 67 and r.fraction_of_roofline > 0.9
+
+
+def test_missing_speed_of_light_is_said(kernels: dict[str, KernelProfile]) -> None:
+    k = kernels["fma_heavy"].model_copy(update={"sm_throughput_pct": None})
+    b = classify(k)
+    assert b.confidence == 0 and "SpeedOfLight" in b.reasoning
+
+
+def test_tiny_launch_is_launch_limited(kernels: dict[str, KernelProfile]) -> None:
+    k = kernels["copy_coalesced"].model_copy(update={"waves_per_sm": 0.2, "duration_ns": 3000.0})
+    assert classify(k).cls == "launch/tail-limited"

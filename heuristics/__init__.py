@@ -7,4 +7,10 @@ carries the numbers. ``run_rules(scope, data)`` runs every rule of a scope and r
 
 from kernelscope.heuristics.registry import REGISTRY, Rule, rank, rule, run_rules
 
-__all__ = ["REGISTRY", "Rule", "rank", "rule", "run_rules"]
+
+def load_all() -> None:
+    """Import every rule module so the registry is complete."""
+    from kernelscope.heuristics import memory, occupancy, resources, stalls  # noqa: F401
+
+
+__all__ = ["REGISTRY", "Rule", "load_all", "rank", "rule", "run_rules"]

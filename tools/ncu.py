@@ -50,6 +50,7 @@ RULE_METRICS = (
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
     "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",
 )
+_CATEGORICAL = {"memory_access_size_type", "memory_access_type", "memory_type"}  # per-PC labels, not counters
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 _RULE_TYPES = {0: "info", 1: "warning", 2: "optimization", 3: "error", 4: "ok"}
 
@@ -104,7 +105,7 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
     cache: dict[int, tuple[str, int] | None] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
-        if m is None or not m.has_correlation_ids() or "." in name.split("__")[0]:
+        if m is None or not m.has_correlation_ids() or "." in name.split("__")[0] or name in _CATEGORICAL:
             continue
         ids = m.correlation_ids()
         n = min(m.num_instances(), ids.num_instances())

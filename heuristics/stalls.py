@@ -1,0 +1,84 @@
+"""Stall-family rules: the dominant warp-stall reason and what it means."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kernelscope.heuristics.memory import hottest_line
+from kernelscope.heuristics.registry import rule
+from kernelscope.models import Evidence, Finding, Fix, KernelProfile
+
+# reason -> (meaning, [(fix, expected effect), ...])
+_MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "long_scoreboard": ("warps wait for global/local memory (L1TEX) results", [
+        ("Raise memory-level parallelism: more independent loads in flight per thread (unroll, load several "
+         "elements before using them) or more resident warps.", "hides DRAM latency; fewer idle issue slots"),
+        ("Use vector loads (float4) and cache reused data in shared memory.", "fewer, wider requests"),
+    ]),
+    "short_scoreboard": ("warps wait for shared memory or MUFU (special function) results", [
+        ("Remove shared-memory bank conflicts (pad arrays) and hoist special functions out of loops.",
+         "shorter MIO latency"),
+    ]),
+    "barrier": ("warps wait at __syncthreads for the slowest warp of the block", [
+        ("Use warp shuffles for reductions and fewer block-wide barriers; balance work across warps.",
+         "warps stop idling at barriers"),
+    ]),
+    "mio_throttle": ("the memory-instruction queue is full (too many shared/special instructions)", [
+        ("Issue fewer, wider shared-memory accesses (vectorize) and cut redundant ones.", "less MIO pressure"),
+    ]),
+    "lg_throttle": ("the local/global instruction queue is full", [
+        ("Use wider loads (float4) so fewer instructions move the same bytes; avoid local memory.",
+         "fewer LSU instructions"),
+    ]),
+    "math_pipe_throttle": ("a math pipe is saturated (the kernel is compute bound on it)", [
+        ("Move the work to a faster pipe: tensor cores for matrix products, FP32 instead of FP64, fewer "
+         "conversions.", "more math per cycle"),
+    ]),
+    "wait": ("warps wait on fixed-latency dependencies between instructions", [
+        ("Interleave independent work (more accumulators, unrolling) so consecutive instructions do not "
+         "depend on each other.", "more instruction-level parallelism"),
+    ]),
+    "branch_resolving": ("warps wait for branch targets (divergence or many branches)", [
+        ("Make branches warp-uniform or predicate short paths.", "fewer divergent branches"),
+    ]),
+    "drain": ("warps wait for memory stores to drain at exit", [
+        ("Combine stores (vectorize) and avoid store-heavy epilogues.", "shorter tail at exit"),
+    ]),
+    "membar": ("warps wait at memory fences", [("Remove unnecessary __threadfence / fences.", "fewer fence waits")]),
+    "imc_miss": ("warps wait on the constant cache", [
+        ("Keep constant-memory accesses uniform across the warp.", "fewer constant cache misses"),
+    ]),
+}
+_IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "dispatch_stall", "tex_throttle",
+            "gmma"}
+
+
+@rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
+      description="One warp-stall reason accounts for most of the time warps spend not issuing.",
+      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0})
+def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
+    total = sum(stalls.values())
+    if total <= 0:
+        return
+    reason, cycles = max(((r, v) for r, v in stalls.items() if r not in _IGNORED), key=lambda kv: kv[1],
+                         default=(None, 0.0))
+    if reason is None or reason not in _MEANING:
+        return
+    share = 100.0 * cycles / total
+    if share < th["min_share_pct"] or cycles < th["min_cycles_per_issue"]:
+        return
+    meaning, fixes = _MEANING[reason]
+    line = hottest_line(k, f"smsp__pcsamp_warps_issue_stalled_{reason}")
+    yield Finding(
+        rule="stalls.dominant-stall-reason", family="stalls", severity="warning" if share < 70 else "high",
+        kernel=k.name, title=f"Dominant stall: {reason.replace('_', ' ')}",
+        diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
+                   f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."),
+        evidence=[Evidence(metric=f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
+                           value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),
+                  Evidence(metric="stall_share_pct", value=round(share, 1), threshold=th["min_share_pct"], unit="%",
+                           source="ncu", kernel=k.name)],
+        fixes=[Fix(action=a, expected_effect=e) for a, e in fixes],
+    )

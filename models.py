@@ -416,3 +416,19 @@ class Bottleneck(BaseModel):
     peaks: GpuPeaks | None = None
     evidence: list[Evidence] = Field(default_factory=list)
     reasoning: str
+
+
+class KernelAnalysis(BaseModel):
+    name: str
+    mangled_name: str
+    duration_ns: float | None = None
+    bottleneck: Bottleneck
+    findings: list[Finding] = Field(default_factory=list)
+    ncu_rule_titles: list[str] = Field(default_factory=list, description="Nsight Compute's own rule titles.")
+
+
+class ClassifyResult(BaseModel):
+    report: str | None = None
+    kernels: list[KernelAnalysis] = Field(default_factory=list)
+    analytic: Roofline | None = Field(None, description="Roofline of the given FLOPs/bytes/time (reference mode).")
+    peaks: GpuPeaks | None = None

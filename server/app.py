@@ -25,8 +25,14 @@ from pydantic import BaseModel, Field
 
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError
-from kernelscope.models import CapabilityReport, CompileResult, RunResult, SassResult
-from kernelscope.server.summaries import compile_summary, eval_summary, program_summary, sass_summary
+from kernelscope.models import CapabilityReport, ClassifyResult, CompileResult, RunResult, SassResult
+from kernelscope.server.summaries import (
+    classify_summary,
+    compile_summary,
+    eval_summary,
+    program_summary,
+    sass_summary,
+)
 
 log = logging.getLogger("kernelscope.server")
 T = TypeVar("T")
@@ -270,6 +276,36 @@ async def run_tool(
     if ctx is not None:
         await ctx.report_progress(1, 1, eresult.verdict)
     return _result(RunResult(mode="eval", eval=eresult), eval_summary(eresult))
+
+
+@mcp.tool(
+    name="bottleneck_classify",
+    title="Bottleneck and roofline",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def classify_tool(
+    report_path: Annotated[str | None, Field(description="A recorded Nsight Compute report (.ncu-rep) under the "
+                                                         "allowed roots.")] = None,
+    kernel: Annotated[str | None, Field(description="Regex selecting kernels in the report.")] = None,
+    flops: Annotated[float | None, Field(ge=0, description="Analytic FP32 FLOPs of a problem (no report).")] = None,
+    dram_bytes: Annotated[float | None, Field(ge=0, description="Analytic DRAM bytes of a problem (no "
+                                                                  "report).")] = None,
+    time_us: Annotated[float | None, Field(ge=0, description="Measured time to place against the roof.")] = None,
+    gpu: Annotated[str | None, Field(description="GPU name for the peak table (default H100).")] = None,
+) -> Annotated[CallToolResult, ClassifyResult]:
+    """Classify what limits a kernel: memory-bound, compute-bound, latency-bound, occupancy-limited,
+    launch/tail-limited or mixed, with a confidence, the speed-of-light evidence and its roofline
+    position (arithmetic intensity, ridge point, achieved vs attainable, time at the roof), plus the
+    expert findings (uncoalesced access with the source line, dominant stall, occupancy...) and Nsight
+    Compute's own rule titles. Without a report, give a problem's analytic FLOPs and bytes to get the
+    roofline ceiling an optimization aims at."""
+    from kernelscope.tools import classify as cl
+
+    if report_path is not None:
+        result = await _call(cl.classify_report, report_path, kernel=kernel)
+    else:
+        result = await _call(cl.classify_analytic, flops=flops, dram_bytes=dram_bytes, time_us=time_us, gpu=gpu)
+    return _result(result, classify_summary(result))
 
 
 # ----------------------------------------------------------------------------------- resources

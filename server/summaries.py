@@ -3,7 +3,7 @@ ranked fixes; full data stays in structured content and resources."""
 
 from __future__ import annotations
 
-from kernelscope.models import CompileResult, EvalResult, Finding, ProgramResult, SassResult
+from kernelscope.models import ClassifyResult, CompileResult, EvalResult, Finding, ProgramResult, SassResult
 
 DEFAULT_BUDGET_CHARS = 8000  # ~2,000 tokens
 
@@ -170,4 +170,34 @@ def program_summary(r: ProgramResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
     if r.stderr.strip():
         lines.append("stderr (tail):")
         lines += ["  " + ln for ln in r.stderr.strip().splitlines()[-20:]]
+    return _clip("\n".join(lines), budget)
+
+
+def classify_summary(r: ClassifyResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines: list[str] = []
+    if r.peaks is not None:
+        lines.append(f"Peaks ({r.peaks.name}): FP32 {r.peaks.fp32_tflops:g} TFLOP/s, DRAM {r.peaks.dram_gbps:g} GB/s, "
+                     f"ridge {r.peaks.fp32_tflops * 1e3 / r.peaks.dram_gbps:.1f} FLOP/B.")
+    if r.analytic is not None:
+        a = r.analytic
+        lines.append(f"Roofline ceiling: {a.roofline_time_ns / 1e3:.2f} us at the roof"
+                     + (f" (intensity {a.arithmetic_intensity:.3g} FLOP/B)" if a.arithmetic_intensity else "")
+                     + (f"; the measured time is {1 / a.fraction_of_roofline:.1f}x the ceiling"
+                        if a.fraction_of_roofline else "") + ".")
+    for k in r.kernels[:12]:
+        b = k.bottleneck
+        ro = b.roofline
+        where = ""
+        if ro is not None and ro.fraction_of_roofline is not None:
+            where = f"; at {100 * ro.fraction_of_roofline:.0f}% of its roofline"
+            if ro.achieved_tflops is not None and ro.achieved_dram_gbps is not None:
+                where += f" ({ro.achieved_tflops:.3g} TFLOP/s, {ro.achieved_dram_gbps:.0f} GB/s DRAM)"
+        dur = f"{k.duration_ns / 1e3:.1f} us" if k.duration_ns is not None else "? us"
+        lines.append(f"- {k.name} [{dur}]: {b.cls.upper()} (confidence {b.confidence:.2f}){where}. {b.reasoning}.")
+        if k.findings:
+            lines += ["  " + ln for ln in render_findings(k.findings, max_findings=4, max_fixes=2)]
+        if k.ncu_rule_titles:
+            lines.append("  Nsight Compute rules: " + "; ".join(k.ncu_rule_titles[:6]))
+    if len(r.kernels) > 12:
+        lines.append(f"(+{len(r.kernels) - 12} more kernels in the structured result)")
     return _clip("\n".join(lines), budget)

@@ -24,7 +24,7 @@ __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __rest
     if (i < n) y[i] = a * x[i] + y[i];
 }
 """
-TOOLS = {"capabilities", "compile", "sass"}
+TOOLS = {"capabilities", "compile", "sass", "run", "bottleneck_classify"}
 
 
 @pytest.fixture
@@ -241,3 +241,39 @@ async def test_run_reports_cheats_and_bad_input(client: Client) -> None:
     assert syntax.is_error and "syntax error" in _text(syntax)
     prog = await client.call_tool("run", {"mode": "program"})
     assert prog.is_error and "artifact_id" in _text(prog)
+
+
+async def test_bottleneck_classify_on_a_recorded_report(client: Client) -> None:
+    r = await client.call_tool("bottleneck_classify", {"report_path": "tests/fixtures/ncu/three-kernels.ncu-rep"})
+    assert not r.is_error, _text(r)
+    classes = {k["name"].split("(")[0]: k["bottleneck"]["cls"] for k in r.structured_content["kernels"]}
+    assert classes == {"copy_coalesced": "memory-bound", "copy_strided": "memory-bound",
+                       "fma_heavy": "compute-bound"}
+    text = _text(r)
+    assert "Uncoalesced global memory access" in text and "k.cu:3" in text and "COMPUTE-BOUND" in text
+    one = await client.call_tool("bottleneck_classify", {"report_path": "tests/fixtures/ncu/three-kernels.ncu-rep",
+                                                         "kernel": "fma"})
+    assert len(one.structured_content["kernels"]) == 1
+
+
+async def test_bottleneck_classify_analytic_ceiling(client: Client) -> None:
+    # softmax over 4096x4096 fp32: read and write 64 MiB each
+    r = await client.call_tool("bottleneck_classify", {"flops": 5 * 4096 * 4096, "dram_bytes": 2 * 4 * 4096 * 4096,
+                                                       "time_us": 100.0})
+    assert not r.is_error, _text(r)
+    a = r.structured_content["analytic"]
+    assert abs(a["roofline_time_ns"] - 2 * 4 * 4096 * 4096 / 3350) < 1 and 0.3 < a["fraction_of_roofline"] < 0.5
+    assert "Roofline ceiling" in _text(r)
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({}, "Give `flops`"),
+    ({"report_path": "/etc/passwd"}, "outside the allowed roots"),
+    ({"report_path": "README.md"}, "not an .ncu-rep"),
+    ({"report_path": "tests/fixtures/ncu/three-kernels.ncu-rep", "kernel": "("}, "not a valid regular"),
+    ({"report_path": "tests/fixtures/ncu/three-kernels.ncu-rep", "kernel": "nomatch"}, "No kernel"),
+    ({"flops": 1.0, "gpu": "Voodoo 3"}, "No peak table"),
+])
+async def test_bottleneck_classify_bad_input(client: Client, args: dict, needle: str) -> None:
+    r = await client.call_tool("bottleneck_classify", args)
+    assert r.is_error and needle in _text(r), _text(r)

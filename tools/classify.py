@@ -8,7 +8,16 @@ FLOPs and DRAM bytes against the GPU's peaks.
 
 from __future__ import annotations
 
-from kernelscope.models import Bottleneck, Evidence, GpuPeaks, KernelProfile, Roofline
+from kernelscope.errors import InputError
+from kernelscope.models import (
+    Bottleneck,
+    ClassifyResult,
+    Evidence,
+    GpuPeaks,
+    KernelAnalysis,
+    KernelProfile,
+    Roofline,
+)
 
 # Dense peaks at boost clock, from NVIDIA's datasheets.
 PEAKS: dict[str, GpuPeaks] = {
@@ -57,13 +66,17 @@ def fp32_flops(k: KernelProfile) -> float | None:
 
 
 def roofline(k: KernelProfile, peaks: GpuPeaks) -> Roofline:
-    flops = fp32_flops(k)
     rd, wr = k.dram_bytes_read, k.dram_bytes_write
     dram = (rd or 0.0) + (wr or 0.0) if rd is not None or wr is not None else None
+    return roofline_from(fp32_flops(k), dram, k.duration_ns, peaks)
+
+
+def roofline_from(flops: float | None, dram: float | None, t: float | None, peaks: GpuPeaks) -> Roofline:
+    """Roofline position from FLOPs, DRAM bytes and time (ns): measured, or analytic for a reference
+    problem (the ceiling an optimizer aims at)."""
     ridge = peaks.fp32_tflops * 1e12 / (peaks.dram_gbps * 1e9)
     ai = flops / dram if flops is not None and dram else None
     attainable = min(peaks.fp32_tflops, ai * peaks.dram_gbps / 1e3) if ai is not None else None
-    t = k.duration_ns
     achieved = flops / t / 1e3 if flops is not None and t else None
     bw = dram / t if dram is not None and t else None  # bytes/ns = GB/s
     roof_ns = None
@@ -125,3 +138,57 @@ def classify(k: KernelProfile) -> Bottleneck:
     return out("latency-bound", 0.6,
                f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) although occupancy is adequate: "
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
+
+
+def classify_report(path: str, *, kernel: str | None = None, overrides: dict | None = None) -> ClassifyResult:
+    """Classify every kernel of a recorded ``.ncu-rep`` under the allowed roots, with the ncu rules'
+    findings."""
+    import re
+
+    from kernelscope.config import get_settings
+    from kernelscope.heuristics import load_all, run_rules
+    from kernelscope.sandbox.paths import PathRefused, resolve_user_path
+    from kernelscope.tools.ncu import load_profile
+
+    try:
+        p = resolve_user_path(path, get_settings().allowed_roots)
+    except PathRefused as e:
+        raise InputError(str(e)) from None
+    if p.suffix != ".ncu-rep":
+        raise InputError(f"{path!r} is not an .ncu-rep file (Nsight Compute's report).")
+    if p.stat().st_size > 2 << 30:
+        raise InputError(f"{path!r} is larger than 2 GiB.")
+    profile = load_profile(p)
+    kernels = profile.kernels
+    if kernel is not None:
+        try:
+            pat = re.compile(kernel)
+        except re.error as e:
+            raise InputError(f"kernel={kernel!r} is not a valid regular expression: {e}.") from None
+        kernels = [k for k in kernels if pat.search(k.name) or pat.search(k.mangled_name)]
+        if not kernels:
+            names = ", ".join(k.name for k in profile.kernels[:20])
+            raise InputError(f"No kernel in the report matches {kernel!r}; it has: {names}.")
+    load_all()
+    out = [KernelAnalysis(name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, bottleneck=classify(k),
+                          findings=run_rules("ncu", k, overrides=overrides),
+                          ncu_rule_titles=[r.title for r in k.ncu_rules if r.title])
+           for k in kernels]
+    return ClassifyResult(report=profile.report, kernels=out, peaks=out[0].bottleneck.peaks if out else None)
+
+
+def classify_analytic(*, flops: float | None, dram_bytes: float | None, time_us: float | None,
+                      gpu: str | None) -> ClassifyResult:
+    """The roofline ceiling of a problem from its analytic FLOPs and bytes (e.g. a KernelBench
+    reference): the attainable time and how far a measured time is from it."""
+    if flops is None and dram_bytes is None:
+        raise InputError("Give `flops` and/or `bytes` (analytic counts of the problem), or a `report_path`.")
+    for name, v in (("flops", flops), ("bytes", dram_bytes), ("time_us", time_us)):
+        if v is not None and (v < 0 or v != v):
+            raise InputError(f"{name} must be a non-negative number.")
+    peaks = peaks_for(gpu or "H100 80GB HBM3")
+    if peaks is None:
+        known = ", ".join(PEAKS)
+        raise InputError(f"No peak table for {gpu!r}; known: {known}.")
+    t_ns = time_us * 1e3 if time_us is not None else None
+    return ClassifyResult(analytic=roofline_from(flops, dram_bytes, t_ns, peaks), peaks=peaks)

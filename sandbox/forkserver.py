@@ -43,8 +43,10 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    def __init__(self, script: Path, env: Mapping[str, str], start_timeout_s: float = 120.0) -> None:
+    def __init__(self, script: Path, env: Mapping[str, str], start_timeout_s: float = 120.0,
+                 log_path: Path | None = None) -> None:
         self.script = script
+        self.log_path = log_path
         self._env = dict(env)
         self._lock = threading.Lock()
         self._waiters: dict[str, queue.Queue[dict[str, Any]]] = {}
@@ -57,14 +59,20 @@ class ForkServer:
     # -- lifecycle
     def _start(self, timeout_s: float) -> None:
         self._ready.clear()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-s", str(self.script), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
-        )
+        err = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-s", str(self.script), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
+            )
+        finally:
+            if err is not subprocess.DEVNULL:
+                err.close()
         threading.Thread(target=self._reader, args=(self._proc,), daemon=True).start()
         if not self._ready.wait(timeout_s):
             self.close()
-            raise ForkServerError(f"the fork server did not become ready within {timeout_s:.0f} s")
+            where = f"; its stderr is in {self.log_path}" if self.log_path is not None else ""
+            raise ForkServerError(f"the fork server did not become ready within {timeout_s:.0f} s{where}")
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -215,7 +223,9 @@ def get_fork_server(script: Path, env: Mapping[str, str]) -> ForkServer | None:
         if fs is not None and fs.alive():
             return fs
         try:
-            fs = _servers[key] = ForkServer(script, env)
+            home = env.get("HOME")
+            log_path = Path(home) / "forkserver.log" if home else None
+            fs = _servers[key] = ForkServer(script, env, log_path=log_path)
         except (ForkServerError, OSError) as e:
             log.warning("fork server unavailable, spawning processes instead: %s", e)
             _servers.pop(key, None)

@@ -181,3 +181,13 @@ def test_torch_compile_baseline_is_timed_too() -> None:
         pytest.skip(f"torch.compile unavailable on this host: {r.notes}")
     assert {sp.baseline for sp in r.speedups} == {"eager", "compile"}
     assert r.timings["reference_compile"].runs >= 10
+
+
+def test_gpu_requested_without_a_gpu_says_so() -> None:
+    from kernelscope.errors import NotAvailable
+    from kernelscope.sandbox.gpu import gpu_pool
+
+    if len(gpu_pool()):
+        pytest.skip("this host has a GPU")
+    with pytest.raises(NotAvailable, match="no NVIDIA GPU is visible.*device='cpu'"):
+        evaluate("ok_softmax.py", device="cuda")

@@ -120,6 +120,14 @@ def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> 
 
 
 def _resolve_device(device: str) -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise NotAvailable("Evaluating candidates", "torch is not importable in kernelscope's Python environment",
+                           "pip install 'kernelscope[gpu]' (torch and CuPy), or torch's CPU build to evaluate on CPU")
+    if device == "cuda" and not len(gpu_pool()):
+        raise NotAvailable("Evaluating on a GPU", "no NVIDIA GPU is visible to this server",
+                           "run kernelscope on a GPU host, or pass device='cpu' to check correctness on the CPU")
     if device != "auto":
         return device
     return "cuda" if len(gpu_pool()) else "cpu"

@@ -189,5 +189,5 @@ def test_gpu_requested_without_a_gpu_says_so() -> None:
 
     if len(gpu_pool()):
         pytest.skip("this host has a GPU")
-    with pytest.raises(NotAvailable, match="no NVIDIA GPU is visible.*device='cpu'"):
+    with pytest.raises(NotAvailable, match=r"no NVIDIA GPU is visible.*device='cpu'"):
         evaluate("ok_softmax.py", device="cuda")

@@ -10,7 +10,7 @@ from kernelscope.heuristics.registry import REGISTRY, Rule, rank, rule, run_rule
 
 def load_all() -> None:
     """Import every rule module so the registry is complete."""
-    from kernelscope.heuristics import memory, occupancy, resources, stalls  # noqa: F401
+    from kernelscope.heuristics import instructions, memory, occupancy, resources, stalls  # noqa: F401
 
 
 __all__ = ["REGISTRY", "Rule", "load_all", "rank", "rule", "run_rules"]

@@ -14,21 +14,18 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, KernelscopeError, NotAvailable
+from kernelscope.heuristics.instructions import sass_findings
 from kernelscope.models import (
-    Evidence,
-    Finding,
-    Fix,
     InstructionClassCount,
     KernelSassStats,
     MemoryWidthStats,
     SassResult,
-    Severity,
 )
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
@@ -415,197 +412,6 @@ def _analyze(listing: str) -> list[tuple[KernelSassStats, _Block]]:
 def parse_sass(listing: str) -> list[KernelSassStats]:
     """Per-kernel static statistics of an nvdisasm or ``cuobjdump -sass`` listing ([] for other text)."""
     return [s for s, _ in _analyze(listing)]
-
-
-# --------------------------------------------------------------------------------------- findings
-LOCAL_MEMORY_HIGH_COUNT = 16  # LDL+STL instructions from which local memory traffic is likely heavy
-SCALAR_LOADS_MIN = 16  # 32-bit-or-narrower global loads before vectorization is worth a look
-FP64_RATE_BY_ARCH = {  # FP64:FP32 throughput (A100, H100, B200 / T4 / RTX 30, L4/L40/RTX 40, RTX 50)
-    "sm_80": "1/2", "sm_90": "1/2", "sm_100": "1/2", "sm_75": "1/32", "sm_86": "1/64", "sm_89": "1/64",
-    "sm_120": "1/64",
-}
-FFMA_MIN = 64  # static FFMA count for "matmul-like"
-FFMA_SHARE_MIN_PCT = 30.0
-MUFU_MIN = 16
-MUFU_SHARE_MIN_PCT = 10.0
-_SEVERITY_ORDER: dict[str, int] = {"critical": 0, "high": 1, "warning": 2, "info": 3}
-
-
-def _cls_count(k: KernelSassStats, cls: str) -> int:
-    return next((c.count for c in k.classes if c.cls == cls), 0)
-
-
-def _ev(k: KernelSassStats, metric: str, value: float | str | None, threshold: float | str | None = None,
-        unit: str | None = None) -> Evidence:
-    return Evidence(metric=metric, value=value, threshold=threshold, unit=unit, source="sass", kernel=k.name)
-
-
-def rule_local_memory(k: KernelSassStats) -> Finding | None:
-    """LDL/STL present: register spills or a per-thread array the compiler could not keep in registers."""
-    n = k.local_loads + k.local_stores
-    if n == 0:
-        return None
-    severity: Severity = "high" if n >= LOCAL_MEMORY_HIGH_COUNT else "warning"
-    regs = f" with {k.registers} registers per thread" if k.registers is not None else ""
-    return Finding(
-        rule="sass.local-memory", family="memory", severity=severity, kernel=k.name,
-        title="Local memory (spills or stack arrays)",
-        diagnosis=(
-            f"{k.name} has {k.local_stores} STL and {k.local_loads} LDL instructions{regs}: values live in "
-            "per-thread local memory, which sits in DRAM behind L1 and costs global-memory latency and "
-            "bandwidth. Static counts do not show whether they sit in a hot loop; the compile report's spill "
-            "bytes and a profile's local traffic do."
-        ),
-        evidence=[
-            _ev(k, "local_stores", k.local_stores, 0), _ev(k, "local_loads", k.local_loads, 0),
-            _ev(k, "registers", k.registers),
-        ],
-        fixes=[
-            Fix(action="If the register count is capped (-maxrregcount, __launch_bounds__ with a high "
-                       "min-blocks value), relax the cap so ptxas can keep the values in registers.",
-                expected_effect="Spills disappear when the cap was the cause; occupancy may drop a little."),
-            Fix(action="Index per-thread arrays only with compile-time constants (fully unroll the loops "
-                       "that touch them) so the array is promoted to registers.",
-                expected_effect="Removes the stack array's LDL/STL entirely."),
-            Fix(action="Shorten live ranges: compute values closer to their use, split the kernel, or keep "
-                       "large per-thread data in shared memory.",
-                expected_effect="Fewer live registers, so fewer spills."),
-        ],
-    )
-
-
-def rule_scalar_global_loads(k: KernelSassStats) -> Finding | None:
-    """Many 32-bit global loads and no vector loads."""
-    loads = k.memory.loads_by_width
-    scalar = sum(n for w, n in loads.items() if int(w) <= 32)
-    vector = sum(n for w, n in loads.items() if int(w) >= 64)
-    if vector or scalar < SCALAR_LOADS_MIN:
-        return None
-    return Finding(
-        rule="sass.scalar-global-loads", family="memory", severity="info", kernel=k.name,
-        title="Only scalar global loads",
-        diagnosis=(
-            f"{k.name} issues {scalar} global loads of 32 bits or less and none of 64/128 bits. If each "
-            "thread reads neighbouring elements, 128-bit loads move the same bytes with a quarter of the "
-            "instructions; if the accesses are gathers, this is expected."
-        ),
-        evidence=[
-            _ev(k, "scalar_global_loads", scalar, SCALAR_LOADS_MIN),
-            _ev(k, "vectorized_load_pct", k.memory.vectorized_load_pct, 0, "%"),
-        ],
-        fixes=[
-            Fix(action="Load through float4/int4 (or __ldg on float4) where a thread reads 4 consecutive "
-                       "32-bit elements, with 16-byte aligned pointers and a scalar tail loop.",
-                expected_effect="Up to 4x fewer load instructions; helps memory-bound kernels that are "
-                                "issue- or latency-limited."),
-            Fix(action="Tell the compiler about alignment (__builtin_assume_aligned, aligned struct types) "
-                       "so it can merge adjacent loads itself.",
-                expected_effect="Vector loads without hand-written casts."),
-        ],
-    )
-
-
-def rule_fp64_in_kernel(k: KernelSassStats) -> Finding | None:
-    """FP64 arithmetic next to float conversions or float math: usually an unintended promotion."""
-    fp64, fp32 = k.fp64_instructions, _cls_count(k, "fp32")
-    f2f = k.opcodes.get("F2F", 0)
-    if fp64 == 0 or (f2f == 0 and fp32 < fp64):
-        return None
-    base_arch = re.match(r"sm_\d+", k.arch or "")
-    rate = FP64_RATE_BY_ARCH.get(base_arch.group(0)) if base_arch else None
-    slow = rate in ("1/32", "1/64")
-    severity: Severity = "high" if slow else "warning"
-    rate_text = (f"on {k.arch} FP64 runs at {rate} of the FP32 rate" if rate
-                 else "FP64 runs at 1/64 of the FP32 rate on GeForce/RTX/L4/L40-class GPUs and 1/2 on A100/H100")
-    return Finding(
-        rule="sass.fp64-in-kernel", family="instructions", severity=severity, kernel=k.name,
-        title="Double-precision math in a float kernel",
-        diagnosis=(
-            f"{k.name} has {fp64} FP64 instructions next to {fp32} FP32 ones and {f2f} F2F conversions: "
-            f"probably double literals (0.5 instead of 0.5f) or double math functions promoting float "
-            f"values; {rate_text}, and each double takes two registers."
-        ),
-        evidence=[
-            _ev(k, "fp64_instructions", fp64, 0), _ev(k, "fp32_instructions", fp32),
-            _ev(k, "f2f_conversions", f2f), _ev(k, "fp64_rate_vs_fp32", rate),
-        ],
-        fixes=[
-            Fix(action="Give float literals the f suffix (0.5f, 1.0f) and call the float functions "
-                       "(sqrtf, expf, fabsf) or the overloaded ones on float arguments.",
-                expected_effect="The FP64 and F2F instructions vanish; large speedups on 1/64-rate GPUs."),
-            Fix(action="Compile with --use_fast_math or check with -Wdouble-promotion (host side) to find "
-                       "the promotions; keep FP64 only where the accuracy is needed.",
-                expected_effect="Locates the remaining promotions."),
-        ],
-    )
-
-
-def rule_no_tensor_cores(k: KernelSassStats) -> Finding | None:
-    """FFMA-dominated code without any MMA: matmul-like work left on the CUDA cores."""
-    ffma = k.opcodes.get("FFMA", 0)
-    share = _pct(ffma, k.instructions)
-    if k.uses_tensor_cores or ffma <= FFMA_MIN or share <= FFMA_SHARE_MIN_PCT:
-        return None
-    tiled = k.opcodes.get("LDS", 0) > 0
-    severity: Severity = "warning" if tiled else "info"
-    shape = ("; with shared-memory loads feeding them this looks like a tiled GEMM or convolution"
-             if tiled else "")
-    return Finding(
-        rule="sass.no-tensor-cores-on-mma-like", family="tensor", severity=severity, kernel=k.name,
-        title="FMA-heavy kernel without tensor cores",
-        diagnosis=(
-            f"{k.name} has {ffma} FFMA instructions ({share}% of {k.instructions}) and no HMMA/HGMMA{shape}. "
-            "If it computes matrix products, tensor cores offer several times the FP32 FMA throughput."
-        ),
-        evidence=[
-            _ev(k, "ffma_instructions", ffma, FFMA_MIN), _ev(k, "ffma_pct", share, FFMA_SHARE_MIN_PCT, "%"),
-            _ev(k, "tensor_core_instructions", 0), _ev(k, "shared_loads", k.opcodes.get("LDS", 0)),
-        ],
-        fixes=[
-            Fix(action="Use a library (cuBLAS, CUTLASS, cuDNN) or tensor-core code: WMMA/mma.sync on "
-                       "sm_80+, wgmma on sm_90.",
-                expected_effect="Several-fold higher math throughput for GEMM-shaped work."),
-            Fix(action="If the tolerance allows, use TF32 (FP32 inputs) or BF16/FP16 inputs with FP32 "
-                       "accumulation.",
-                expected_effect="Makes tensor cores usable; check accuracy against the FP32 result."),
-        ],
-    )
-
-
-def rule_mufu_heavy(k: KernelSassStats) -> Finding | None:
-    """Many MUFU (special function unit) instructions: a pipe with a fraction of the FMA rate."""
-    mufu = k.special_function_instructions
-    share = _pct(mufu, k.instructions)
-    if mufu < MUFU_MIN or share < MUFU_SHARE_MIN_PCT:
-        return None
-    return Finding(
-        rule="sass.mufu-heavy", family="instructions", severity="info", kernel=k.name,
-        title="Many special-function (MUFU) instructions",
-        diagnosis=(
-            f"{k.name} has {mufu} MUFU instructions ({share}% of {k.instructions}): the special function "
-            "unit issues at a fraction (1/4 to 1/8) of the FP32 rate, so it can bound math-heavy loops."
-        ),
-        evidence=[_ev(k, "mufu_instructions", mufu, MUFU_MIN), _ev(k, "mufu_pct", share, MUFU_SHARE_MIN_PCT, "%")],
-        fixes=[
-            Fix(action="Hoist transcendental calls out of loops, reuse results (one rsqrt instead of sqrt and "
-                       "a division), or precompute tables.",
-                expected_effect="Fewer MUFU instructions on the critical path."),
-            Fix(action="Where precision allows, use half2 variants (h2exp, h2rcp) or polynomial "
-                       "approximations on the FMA pipe.",
-                expected_effect="Moves work to faster pipes."),
-        ],
-    )
-
-
-SASS_RULES: tuple[Callable[[KernelSassStats], Finding | None], ...] = (
-    rule_local_memory, rule_scalar_global_loads, rule_fp64_in_kernel, rule_no_tensor_cores, rule_mufu_heavy,
-)
-
-
-def sass_findings(stats: list[KernelSassStats]) -> list[Finding]:
-    """Run the SASS rules over every kernel; most severe first."""
-    found = [f for k in stats for rule in SASS_RULES if (f := rule(k)) is not None]
-    return sorted(found, key=lambda f: (_SEVERITY_ORDER[f.severity], f.rule, f.kernel or ""))
 
 
 # --------------------------------------------------------------------------------------- entry points

@@ -432,3 +432,23 @@ class ClassifyResult(BaseModel):
     kernels: list[KernelAnalysis] = Field(default_factory=list)
     analytic: Roofline | None = Field(None, description="Roofline of the given FLOPs/bytes/time (reference mode).")
     peaks: GpuPeaks | None = None
+
+
+class MetricDelta(BaseModel):
+    metric: str
+    before: float | None
+    after: float | None
+    change_pct: float | None = Field(None, description="100 * (after - before) / before, when both exist.")
+    better: bool | None = Field(None, description="Whether the change is an improvement (None: neutral metric).")
+
+
+class CompareResult(BaseModel):
+    before: str = Field(description="Kernel (and report) before.")
+    after: str
+    speedup: float | None = Field(None, description="duration before / duration after.")
+    bottleneck_before: BottleneckClass
+    bottleneck_after: BottleneckClass
+    deltas: list[MetricDelta] = Field(default_factory=list)
+    resolved: list[Finding] = Field(default_factory=list, description="Findings present before, gone after.")
+    appeared: list[Finding] = Field(default_factory=list, description="Findings new after the change.")
+    persisting: list[str] = Field(default_factory=list, description="Rule ids present in both.")

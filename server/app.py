@@ -25,9 +25,17 @@ from pydantic import BaseModel, Field
 
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError
-from kernelscope.models import CapabilityReport, ClassifyResult, CompileResult, RunResult, SassResult
+from kernelscope.models import (
+    CapabilityReport,
+    ClassifyResult,
+    CompareResult,
+    CompileResult,
+    RunResult,
+    SassResult,
+)
 from kernelscope.server.summaries import (
     classify_summary,
+    compare_summary,
     compile_summary,
     eval_summary,
     program_summary,
@@ -306,6 +314,28 @@ async def classify_tool(
     else:
         result = await _call(cl.classify_analytic, flops=flops, dram_bytes=dram_bytes, time_us=time_us, gpu=gpu)
     return _result(result, classify_summary(result))
+
+
+@mcp.tool(
+    name="compare",
+    title="Compare two profiles",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def compare_tool(
+    before_report: Annotated[str, Field(description="The .ncu-rep before the change (under the allowed roots).")],
+    after_report: Annotated[str, Field(description="The .ncu-rep after the change (may be the same file).")],
+    before_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the first report.")] = None,
+    after_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the second report.")] = None,
+) -> Annotated[CallToolResult, CompareResult]:
+    """Compare a kernel before and after a change: speedup, the bottleneck class on each side, deltas of
+    the metrics that matter (duration, throughputs, DRAM bytes, hit rates, occupancy, registers,
+    sectors per request, branch uniformity) marked better/worse, and which findings the change resolved
+    or introduced."""
+    from kernelscope.tools.compare import compare_profiles
+
+    result = await _call(compare_profiles, before_report, after_report, before_kernel=before_kernel,
+                         after_kernel=after_kernel)
+    return _result(result, compare_summary(result))
 
 
 # ----------------------------------------------------------------------------------- resources

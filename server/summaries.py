@@ -3,7 +3,15 @@ ranked fixes; full data stays in structured content and resources."""
 
 from __future__ import annotations
 
-from kernelscope.models import ClassifyResult, CompileResult, EvalResult, Finding, ProgramResult, SassResult
+from kernelscope.models import (
+    ClassifyResult,
+    CompareResult,
+    CompileResult,
+    EvalResult,
+    Finding,
+    ProgramResult,
+    SassResult,
+)
 
 DEFAULT_BUDGET_CHARS = 8000  # ~2,000 tokens
 
@@ -200,4 +208,24 @@ def classify_summary(r: ClassifyResult, budget: int = DEFAULT_BUDGET_CHARS) -> s
             lines.append("  Nsight Compute rules: " + "; ".join(k.ncu_rule_titles[:6]))
     if len(r.kernels) > 12:
         lines.append(f"(+{len(r.kernels) - 12} more kernels in the structured result)")
+    return _clip("\n".join(lines), budget)
+
+
+def compare_summary(r: CompareResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines = [f"Before: {r.before}", f"After:  {r.after}"]
+    if r.speedup is not None:
+        lines.append(f"Speedup {r.speedup:.2f}x; bottleneck {r.bottleneck_before} -> {r.bottleneck_after}.")
+    for d in r.deltas:
+        if d.before is None and d.after is None:
+            continue
+        mark = {True: " (better)", False: " (worse)", None: ""}[d.better]
+        ch = f" ({d.change_pct:+.1f}%)" if d.change_pct is not None else ""
+        lines.append(f"- {d.metric}: {fmt(d.before)} -> {fmt(d.after)}{ch}{mark}")
+    if r.resolved:
+        lines.append("Resolved: " + "; ".join(f"{f.title} ({f.rule})" for f in r.resolved))
+    if r.appeared:
+        lines.append("New findings:")
+        lines += render_findings(r.appeared, max_findings=4, max_fixes=2)
+    if r.persisting:
+        lines.append("Still present: " + ", ".join(r.persisting))
     return _clip("\n".join(lines), budget)

@@ -24,7 +24,7 @@ __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __rest
     if (i < n) y[i] = a * x[i] + y[i];
 }
 """
-TOOLS = {"capabilities", "compile", "sass", "run", "bottleneck_classify"}
+TOOLS = {"capabilities", "compile", "sass", "run", "bottleneck_classify", "compare"}
 
 
 @pytest.fixture
@@ -277,3 +277,19 @@ async def test_bottleneck_classify_analytic_ceiling(client: Client) -> None:
 async def test_bottleneck_classify_bad_input(client: Client, args: dict, needle: str) -> None:
     r = await client.call_tool("bottleneck_classify", args)
     assert r.is_error and needle in _text(r), _text(r)
+
+
+async def test_compare_strided_then_coalesced(client: Client) -> None:
+    rep = "tests/fixtures/ncu/three-kernels.ncu-rep"
+    r = await client.call_tool("compare", {"before_report": rep, "after_report": rep,
+                                           "before_kernel": "strided", "after_kernel": "coalesced"})
+    assert not r.is_error, _text(r)
+    sc = r.structured_content
+    assert sc["speedup"] > 10
+    assert "memory.uncoalesced-global-access" in {f["rule"] for f in sc["resolved"]}
+    d = {x["metric"]: x for x in sc["deltas"]}
+    assert d["global_load_sectors_per_request"]["before"] == 32 and d["global_load_sectors_per_request"]["after"] == 4
+    assert d["global_load_sectors_per_request"]["better"] is True and d["duration_ns"]["better"] is True
+    assert "Resolved: Uncoalesced global memory access" in _text(r)
+    bad = await client.call_tool("compare", {"before_report": rep, "after_report": rep})
+    assert bad.is_error and "exactly one kernel" in _text(bad)

@@ -222,7 +222,11 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
     build_s: float | None = None
     build_note: str | None = None
     if needs_extension_build(cand_src):
-        build_s, build_note = _prebuild(ws.path, s, req, limits, cancel)
+        try:
+            build_s, build_note = _prebuild(ws.path, s, req, limits, cancel)
+        except BaseException:
+            ws.cleanup()
+            raise
 
     # The job runs on a worker thread that holds the GPU lease and the workspace until the process
     # has exited (the time limit still applies). A complete "ok" result is answered as soon as it is

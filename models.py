@@ -373,6 +373,11 @@ class KernelProfile(BaseModel):
     source_lines: list[SourceLineCounters] = Field(
         default_factory=list, description="Hottest source lines by warp samples (needs -lineinfo).")
 
+    def num(self, metric: str) -> float | None:
+        """A kept metric as a number, or None when it was not captured (or is not numeric)."""
+        mv = self.metrics.get(metric)
+        return float(mv.value) if mv is not None and isinstance(mv.value, (int, float)) else None
+
 
 class Profile(BaseModel):
     report: str = Field(description="Report file name (the full report stays an artifact).")

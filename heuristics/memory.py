@@ -12,10 +12,6 @@ EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
 
 
-def _num(k: KernelProfile, metric: str) -> float | None:
-    mv = k.metrics.get(metric)
-    return float(mv.value) if mv is not None and isinstance(mv.value, (int, float)) else None
-
 
 def hottest_line(k: KernelProfile, counter: str) -> str | None:
     best = max(k.source_lines, key=lambda s: s.counters.get(counter, 0.0), default=None)
@@ -28,7 +24,7 @@ def hottest_line(k: KernelProfile, counter: str) -> str | None:
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
       thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0})
 def _uncoalesced(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
-    excess, total = _num(k, EXCESS), _num(k, TOTAL)
+    excess, total = k.num(EXCESS), k.num(TOTAL)
     spr = k.global_load_sectors_per_request
     if excess is not None and total:
         pct = 100.0 * excess / total

@@ -50,16 +50,12 @@ def peaks_for(device: str | None) -> GpuPeaks | None:
     return None
 
 
-def _num(k: KernelProfile, metric: str) -> float | None:
-    mv = k.metrics.get(metric)
-    return float(mv.value) if mv is not None and isinstance(mv.value, (int, float)) else None
-
 
 def fp32_flops(k: KernelProfile) -> float | None:
-    cycles = _num(k, "smsp__cycles_elapsed.avg") or _num(k, "sm__cycles_elapsed.avg")
-    ffma = _num(k, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed")
-    fadd = _num(k, "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed")
-    fmul = _num(k, "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed")
+    cycles = k.num("smsp__cycles_elapsed.avg") or k.num("sm__cycles_elapsed.avg")
+    ffma = k.num("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed")
+    fadd = k.num("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed")
+    fmul = k.num("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed")
     if cycles is None or (ffma is None and fadd is None and fmul is None):
         return None
     return (2 * (ffma or 0.0) + (fadd or 0.0) + (fmul or 0.0)) * cycles

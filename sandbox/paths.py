@@ -6,9 +6,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from kernelscope.errors import InputError
 
-class PathRefused(ValueError):
-    """A path that points outside the directories the server may touch."""
+
+class PathRefused(InputError):
+    """A path that points outside the directories the server may touch (an InputError, so the MCP
+    layer passes its sentence to the client as it is)."""
 
 
 def _check_text(path: str) -> None:

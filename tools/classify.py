@@ -139,32 +139,13 @@ def classify(k: KernelProfile) -> Bottleneck:
 def classify_report(path: str, *, kernel: str | None = None, overrides: dict | None = None) -> ClassifyResult:
     """Classify every kernel of a recorded ``.ncu-rep`` under the allowed roots, with the ncu rules'
     findings."""
-    import re
-
-    from kernelscope.config import get_settings
     from kernelscope.heuristics import load_all, run_rules
-    from kernelscope.sandbox.paths import PathRefused, resolve_user_path
-    from kernelscope.tools.ncu import load_profile
+    from kernelscope.tools.ncu import kernel_names, load_user_report, select_kernels
 
-    try:
-        p = resolve_user_path(path, get_settings().allowed_roots)
-    except PathRefused as e:
-        raise InputError(str(e)) from None
-    if p.suffix != ".ncu-rep":
-        raise InputError(f"{path!r} is not an .ncu-rep file (Nsight Compute's report).")
-    if p.stat().st_size > 2 << 30:
-        raise InputError(f"{path!r} is larger than 2 GiB.")
-    profile = load_profile(p)
-    kernels = profile.kernels
-    if kernel is not None:
-        try:
-            pat = re.compile(kernel)
-        except re.error as e:
-            raise InputError(f"kernel={kernel!r} is not a valid regular expression: {e}.") from None
-        kernels = [k for k in kernels if pat.search(k.name) or pat.search(k.mangled_name)]
-        if not kernels:
-            names = ", ".join(k.name for k in profile.kernels[:20])
-            raise InputError(f"No kernel in the report matches {kernel!r}; it has: {names}.")
+    profile = load_user_report(path)
+    kernels = select_kernels(profile, kernel)
+    if not kernels:
+        raise InputError(f"No kernel in the report matches {kernel!r}; it has: {kernel_names(profile)}.")
     load_all()
     out = [KernelAnalysis(name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, bottleneck=classify(k),
                           findings=run_rules("ncu", k, overrides=overrides),

@@ -3,15 +3,11 @@ class on each side, and which findings the change resolved or introduced."""
 
 from __future__ import annotations
 
-import re
-
-from kernelscope.config import get_settings
 from kernelscope.errors import InputError
 from kernelscope.heuristics import load_all, run_rules
 from kernelscope.models import CompareResult, KernelProfile, MetricDelta
-from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.tools.classify import classify
-from kernelscope.tools.ncu import load_profile
+from kernelscope.tools.ncu import kernel_names, load_user_report, select_kernels
 
 # field -> True when lower is better, False when higher is better, None when neither
 COMPARED: dict[str, bool | None] = {
@@ -33,22 +29,13 @@ COMPARED: dict[str, bool | None] = {
 
 def _pick(path: str, kernel: str | None, side: str) -> KernelProfile:
     try:
-        p = resolve_user_path(path, get_settings().allowed_roots)
-    except PathRefused as e:
+        profile = load_user_report(path)
+        kernels = select_kernels(profile, kernel)
+    except InputError as e:
         raise InputError(f"{side}: {e}") from None
-    if p.suffix != ".ncu-rep":
-        raise InputError(f"{side}: {path!r} is not an .ncu-rep file.")
-    kernels = load_profile(p).kernels
-    if kernel is not None:
-        try:
-            pat = re.compile(kernel)
-        except re.error as e:
-            raise InputError(f"{side}: kernel={kernel!r} is not a valid regular expression: {e}.") from None
-        kernels = [k for k in kernels if pat.search(k.name) or pat.search(k.mangled_name)]
     if len(kernels) != 1:
-        names = ", ".join(k.name for k in load_profile(p).kernels[:20])
         raise InputError(f"{side}: select exactly one kernel with `kernel` (a regex); "
-                         f"{len(kernels)} match. The report has: {names}.")
+                         f"{len(kernels)} match. The report has: {kernel_names(profile)}.")
     return kernels[0]
 
 

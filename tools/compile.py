@@ -234,10 +234,7 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
         raise InputError("Give exactly one of `source` (the CUDA text) or `path` (a .cu file under an allowed root).")
     base_dir: Path | None = None
     if req.path is not None:
-        try:
-            src_path = resolve_user_path(req.path, s.allowed_roots)
-        except PathRefused as e:
-            raise InputError(str(e)) from None
+        src_path = resolve_user_path(req.path, s.allowed_roots)
         if not src_path.is_file():
             raise InputError(f"{req.path!r} is not a regular file.")
         size = src_path.stat().st_size

@@ -142,6 +142,37 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
     return out
 
 
+MAX_REPORT_BYTES = 2 << 30
+
+
+def load_user_report(path: str) -> Profile:
+    """Load a report a client names by path: under the allowed roots, an .ncu-rep, at most 2 GiB."""
+    from kernelscope.config import get_settings
+    from kernelscope.sandbox.paths import resolve_user_path
+
+    p = resolve_user_path(path, get_settings().allowed_roots)
+    if p.suffix != ".ncu-rep":
+        raise InputError(f"{path!r} is not an .ncu-rep file (Nsight Compute's report).")
+    if p.stat().st_size > MAX_REPORT_BYTES:
+        raise InputError(f"{path!r} is larger than 2 GiB.")
+    return load_profile(p)
+
+
+def select_kernels(profile: Profile, kernel: str | None) -> list[KernelProfile]:
+    """The kernels whose demangled or mangled name matches the regex ``kernel`` (all for None)."""
+    if kernel is None:
+        return list(profile.kernels)
+    try:
+        pat = re.compile(kernel)
+    except re.error as e:
+        raise InputError(f"kernel={kernel!r} is not a valid regular expression: {e}.") from None
+    return [k for k in profile.kernels if pat.search(k.name) or pat.search(k.mangled_name)]
+
+
+def kernel_names(profile: Profile, limit: int = 20) -> str:
+    return ", ".join(k.name for k in profile.kernels[:limit])
+
+
 def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
     """Parse a report into one KernelProfile per profiled launch."""
     nr = _ncu_report()

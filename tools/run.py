@@ -39,7 +39,7 @@ from kernelscope.models import (
 )
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
 from kernelscope.sandbox.gpu import Lease, gpu_pool
-from kernelscope.sandbox.paths import PathRefused, resolve_user_path
+from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import get_store
@@ -92,10 +92,7 @@ def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> 
     if (text is None) == (path is None):
         raise InputError(f"Give exactly one of `{what}` (the Python source) or `{what}_path`.")
     if path is not None:
-        try:
-            p = resolve_user_path(path, s.allowed_roots)
-        except PathRefused as e:
-            raise InputError(str(e)) from None
+        p = resolve_user_path(path, s.allowed_roots)
         if not p.is_file():
             raise InputError(f"{path!r} is not a regular file.")
         if p.stat().st_size > s.max_source_bytes:

@@ -44,6 +44,10 @@ class Finding(BaseModel):
     diagnosis: str = Field(description="One or two sentences with the numbers in them.")
     evidence: list[Evidence] = Field(default_factory=list)
     fixes: list[Fix] = Field(default_factory=list)
+    impact: float | None = Field(None, ge=0, le=1, description="Estimated share of the kernel's time at stake "
+                                                               "(0..1), where the rule can estimate it; ranks "
+                                                               "findings of equal severity.")
+    line: str | None = Field(None, description="The source line responsible (file:line `code`), where known.")
 
 
 # --------------------------------------------------------------------------- compile
@@ -457,3 +461,86 @@ class CompareResult(BaseModel):
     resolved: list[Finding] = Field(default_factory=list, description="Findings present before, gone after.")
     appeared: list[Finding] = Field(default_factory=list, description="Findings new after the change.")
     persisting: list[str] = Field(default_factory=list, description="Rule ids present in both.")
+
+
+# --------------------------------------------------------------------------- ncu-profile / analyze
+CaptureStatus = Literal["ok", "no-kernels", "counters-not-permitted", "program-failed", "timed-out", "ncu-error"]
+
+
+class NcuCapture(BaseModel):
+    """One Nsight Compute run: the command (paths left out), how it went, and its report."""
+
+    name: str
+    command: list[str] = Field(default_factory=list)
+    status: CaptureStatus = "ok"
+    explanation: str | None = None
+    fixes: list[str] = Field(default_factory=list)
+    wall_s: float
+    exit_status: int | None = None
+    timed_out: bool = False
+    messages: list[str] = Field(default_factory=list, description="ncu's ==WARNING==/==ERROR== lines.")
+    report_bytes: int | None = None
+    program_output: str | None = Field(None, description="Tail of the profiled program's stdout.")
+    program_stderr: str | None = None
+
+
+class KernelDiagnosis(BaseModel):
+    """One kernel: its class on the roofline and the ranked findings with evidence and fixes."""
+
+    id: int
+    name: str
+    mangled_name: str
+    launches: int = 1
+    duration_ns: float | None = Field(None, description="The profiled launch (the longest, for several).")
+    total_duration_ns: float | None = Field(None, description="All profiled launches of this kernel.")
+    grid_size: int | None = None
+    block_size: int | None = None
+    registers_per_thread: int | None = None
+    bottleneck: Bottleneck
+    findings: list[Finding] = Field(default_factory=list)
+    top_stalls: dict[str, float] = Field(default_factory=dict, description="Cycles per issued instruction.")
+    hot_lines: list[str] = Field(default_factory=list, description="Source lines with the most warp samples.")
+    ncu_rule_titles: list[str] = Field(default_factory=list, description="Nsight Compute's own advice (titles).")
+
+
+class NcuProfileResult(BaseModel):
+    status: CaptureStatus
+    explanation: str | None = None
+    fixes: list[str] = Field(default_factory=list)
+    mode: Literal["program", "eval"]
+    capture: NcuCapture
+    report_id: str | None = Field(None, description="Artifact id of the .ncu-rep (resource "
+                                                    "kernelscope://artifacts/{id}/report); usable as report_path "
+                                                    "in bottleneck_classify and compare.")
+    kernels_total: int = 0
+    kernels: list[KernelDiagnosis] = Field(default_factory=list, description="At most 20 launches.")
+    parse_s: float | None = None
+    gpu_wait_s: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+
+class AnalyzeStage(BaseModel):
+    name: Literal["light", "deep", "rules"]
+    sections: list[str] = Field(default_factory=list)
+    rule_families: list[str] = Field(default_factory=list)
+    metrics: int = Field(0, description="Extra metrics the rules asked for.")
+    kernels: list[str] = Field(default_factory=list)
+    capture: NcuCapture | None = None
+    wall_s: float
+
+
+class AnalyzeResult(BaseModel):
+    status: CaptureStatus
+    explanation: str | None = None
+    fixes: list[str] = Field(default_factory=list)
+    mode: Literal["program", "eval"]
+    stages: list[AnalyzeStage] = Field(default_factory=list, description="What ran, with which sections, and "
+                                                                        "how long each took.")
+    kernels: list[KernelDiagnosis] = Field(default_factory=list, description="The kernels taking the most time.")
+    kernels_total: int = 0
+    launches_profiled: int = 0
+    other_kernels: list[str] = Field(default_factory=list, description="Kernels not analyzed in depth.")
+    report_ids: list[str] = Field(default_factory=list, description="Artifacts of the light and deep reports.")
+    wall_s: float | None = None
+    gpu_wait_s: float = 0.0
+    notes: list[str] = Field(default_factory=list)

@@ -5,12 +5,22 @@ its id, family, the inputs it needs, named thresholds (defaults stated, overrida
 carries the numbers. ``run_rules(scope, data)`` runs every rule of a scope and ranks the findings.
 """
 
-from kernelscope.heuristics.registry import REGISTRY, Rule, rank, rule, run_rules
+from kernelscope.heuristics.registry import REGISTRY, Rule, merge, rank, rule, run_rules
 
 
 def load_all() -> None:
     """Import every rule module so the registry is complete."""
-    from kernelscope.heuristics import instructions, memory, occupancy, resources, stalls  # noqa: F401
+    from kernelscope.heuristics import (  # noqa: F401
+        compute,
+        control,
+        instructions,
+        latency,
+        launch,
+        memory,
+        occupancy,
+        resources,
+        stalls,
+    )
 
 
-__all__ = ["REGISTRY", "Rule", "load_all", "rank", "rule", "run_rules"]
+__all__ = ["REGISTRY", "Rule", "load_all", "merge", "rank", "rule", "run_rules"]

@@ -13,11 +13,28 @@ TOTAL = "memory_l2_theoretical_sectors_global"
 
 
 
-def hottest_line(k: KernelProfile, counter: str) -> str | None:
-    best = max(k.source_lines, key=lambda s: s.counters.get(counter, 0.0), default=None)
-    if best is None or best.counters.get(counter, 0.0) <= 0:
+def is_toolkit_header(path: str) -> bool:
+    """A CUDA toolkit header (inlined intrinsics such as atomicAdd): samples there belong to the
+    user's call site, which the user's own lines are searched for first."""
+    p = path.replace("\\", "/").lower()
+    return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
+
+
+def hottest_line(k: KernelProfile, *counters: str) -> str | None:
+    """The source line with the most of these per-line counters (summed), as ``file:line  `code```;
+    lines of the user's files win over toolkit headers whenever one of them has any."""
+    def score(s: object) -> float:
+        return sum(s.counters.get(c, 0.0) for c in counters)  # type: ignore[attr-defined]
+
+    own = [s for s in k.source_lines if not is_toolkit_header(s.file) and score(s) > 0]
+    best = max(own or k.source_lines, key=score, default=None)
+    if best is None or score(best) <= 0:
         return None
     return f"{best.file}:{best.line}" + (f"  `{best.code}`" if best.code else "")
+
+
+def share(part: float | None, whole: float | None) -> float | None:
+    return 100.0 * part / whole if part is not None and whole else None
 
 
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
@@ -42,7 +59,8 @@ def _uncoalesced(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, An
     line = hottest_line(k, EXCESS)
     yield Finding(
         rule="memory.uncoalesced-global-access", family="memory", severity=sev, kernel=k.name,  # type: ignore[arg-type]
-        title="Uncoalesced global memory access",
+        title="Uncoalesced global memory access", line=line, impact=min(1.0, value / 100) if metric.endswith("pct")
+        else None,
         diagnosis=(f"{k.name}: {what}; neighbouring threads read addresses far apart, so most of every sector "
                    "fetched is wasted bandwidth" + (f" (worst line {line})" if line else "") + "."),
         evidence=[Evidence(metric=metric, value=value, threshold=threshold, source="ncu", kernel=k.name, line=line),
@@ -81,4 +99,271 @@ def _dram(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> 
             Fix(action="Use narrower types where the accuracy policy allows (fp16/bf16 storage, fp32 math).",
                 expected_effect="up to 2x fewer bytes"),
         ],
+    )
+
+
+# ---------------------------------------------------------------------------------------- shared memory
+BANK = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+WAVEFRONTS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+              "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")
+SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
+
+
+def _sum(k: KernelProfile, names: Iterable[str]) -> float | None:
+    vals = [k.num(n) for n in names]
+    return sum(v for v in vals if v is not None) if any(v is not None for v in vals) else None
+
+
+@rule("memory.shared-bank-conflicts", family="memory", scope="ncu",
+      description="Shared-memory accesses of a warp hit the same bank and are split into several wavefronts.",
+      thresholds={"warning_conflict_pct": 25.0, "high_conflict_pct": 50.0, "min_wavefronts": 1000},
+      metrics=(*BANK, *WAVEFRONTS, *SHARED_INST))
+def _bank_conflicts(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    conflicts, wavefronts, inst = _sum(k, BANK), _sum(k, WAVEFRONTS), _sum(k, SHARED_INST)
+    if conflicts is None or not wavefronts or wavefronts < th["min_wavefronts"]:
+        return
+    pct = 100.0 * conflicts / wavefronts
+    if pct < th["warning_conflict_pct"]:
+        return
+    ways = wavefronts / inst if inst else None
+    line = hottest_line(k, "memory_l1_wavefronts_shared_excessive", "derived__memory_l1_wavefronts_shared_excessive")
+    if line is None:
+        line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_mio_throttle",
+                            "smsp__pcsamp_warps_issue_stalled_short_scoreboard")
+    yield Finding(
+        rule="memory.shared-bank-conflicts", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),
+        severity="high" if pct >= th["high_conflict_pct"] else "warning", title="Shared-memory bank conflicts",
+        diagnosis=(f"{k.name}: {pct:.0f}% of the {wavefronts:,.0f} shared-memory wavefronts are bank-conflict "
+                   "replays" + (f" ({ways:.1f} wavefronts per shared instruction)" if ways else "")
+                   + ": threads of a warp address the same bank, so each access is serialized"
+                   + (f"; worst line {line}" if line else "") + "."),
+        evidence=[Evidence(metric="+".join(BANK), value=conflicts, source="ncu", kernel=k.name, line=line),
+                  Evidence(metric="bank_conflict_pct_of_wavefronts", value=round(pct, 1),
+                           threshold=th["warning_conflict_pct"], unit="%", source="ncu", kernel=k.name),
+                  Evidence(metric="wavefronts_per_shared_instruction", value=round(ways, 2) if ways else None,
+                           threshold=1.0, source="ncu", kernel=k.name)],
+        fixes=[Fix(action="Pad the shared array's row by one element (e.g. tile[32][33]) so column accesses fall "
+                          "in different banks.", expected_effect="conflicts drop to ~0; the shared pipe does 1 "
+                                                                 "wavefront per access"),
+               Fix(action="Or swizzle the index (col ^ row) when padding wastes too much shared memory.",
+                   expected_effect="same, with no extra memory"),
+               Fix(action="Access shared memory row-wise from consecutive threads where the algorithm allows.",
+                   expected_effect="conflict-free by construction")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- local memory
+LOCAL = ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum")
+GLOBAL = ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+
+
+@rule("memory.local-memory-traffic", family="memory", scope="ncu",
+      description="Local memory (register spills, stack arrays) makes up a real share of the memory traffic.",
+      thresholds={"warning_pct": 5.0, "high_pct": 25.0},
+      metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"))
+def _local(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    local, glob = _sum(k, LOCAL), _sum(k, GLOBAL)
+    if not local:
+        return
+    pct = 100.0 * local / (local + (glob or 0.0))
+    if pct < th["warning_pct"]:
+        return
+    ptx = ctx.get("ptxas", {}).get(k.mangled_name)
+    ev = [Evidence(metric="+".join(LOCAL), value=local, unit="sectors", source="ncu", kernel=k.name),
+          Evidence(metric="local_share_of_l1_sectors_pct", value=round(pct, 1), threshold=th["warning_pct"], unit="%",
+                   source="ncu", kernel=k.name)]
+    spill = ""
+    if ptx is not None:
+        ev += [Evidence(metric="spill_stores_bytes", value=ptx.spill_stores_bytes, unit="B", source="ptxas",
+                        kernel=k.name),
+               Evidence(metric="spill_loads_bytes", value=ptx.spill_loads_bytes, unit="B", source="ptxas",
+                        kernel=k.name),
+               Evidence(metric="stack_frame_bytes", value=ptx.stack_bytes, unit="B", source="ptxas",
+                        kernel=k.name),
+               Evidence(metric="registers", value=ptx.registers, source="ptxas", kernel=k.name)]
+        if ptx.spill_stores_bytes or ptx.spill_loads_bytes:
+            spill = (f"; ptxas reports {ptx.spill_stores_bytes or 0} B of spill stores and "
+                     f"{ptx.spill_loads_bytes or 0} B of spill loads per thread at {ptx.registers} registers")
+        elif ptx.stack_bytes:
+            spill = f"; ptxas reports a {ptx.stack_bytes} B stack frame (a per-thread array in local memory)"
+    line = hottest_line(k, "memory_l1_tag_requests_local", "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
+    yield Finding(
+        rule="memory.local-memory-traffic", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),
+        severity="high" if pct >= th["high_pct"] else "warning", title="Local-memory traffic (spills/stack)",
+        diagnosis=(f"{k.name}: {pct:.0f}% of the L1 sectors it moves are local memory ({local:,.0f} sectors){spill}. "
+                   "Local memory is per-thread storage in DRAM behind L1: every access costs global latency"
+                   + (f"; the most stalled line is {line}" if line else "") + "."),
+        evidence=ev,
+        fixes=[Fix(action="Stop the spills: relax the register cap (__launch_bounds__ min-blocks, -maxrregcount) "
+                          "so ptxas keeps the values in registers.", expected_effect="local traffic disappears"),
+               Fix(action="Index per-thread arrays only with compile-time constants (fully unrolled loops), or move "
+                          "them to shared memory.", expected_effect="the array lives in registers or on chip"),
+               Fix(action="Shorten live ranges (fewer accumulators per thread, recompute cheap values).",
+                   expected_effect="fewer registers needed, so no spills at the same occupancy")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- atomics
+ATOM_REQ = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum")
+LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_op_atom_dot_alu",
+            "lts__t_requests_srcunit_tex_op_atom_dot_cas")
+
+
+@rule("memory.atomic-contention", family="memory", scope="ncu",
+      description="Global atomics pile onto few addresses: one L2 slice serializes them.",
+      thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0},
+      metrics=(*ATOM_REQ, "smsp__inst_executed.sum", *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
+      supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
+def _atomics(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    req, inst = _sum(k, ATOM_REQ), k.num("smsp__inst_executed.sum")
+    if not req or not inst:
+        return
+    share_pct = 100.0 * req / inst
+    if share_pct < th["min_atomic_share_pct"]:
+        return
+    best = None
+    for m in LTS_ATOM:
+        avg, mx = k.num(f"{m}.avg"), k.num(f"{m}.max")
+        if avg and mx is not None and (best is None or mx / avg > best[1]):
+            best = (m, mx / avg, mx, k.num(f"{m}.sum"))
+    if best is None or best[1] < th["slice_imbalance"]:
+        return
+    m, imbalance, mx, total = best
+    hot_pct = 100.0 * mx / total if total else None
+    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar",
+                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard", "smsp__pcsamp_warps_issue_stalled_drain")
+    yield Finding(
+        rule="memory.atomic-contention", family="memory", kernel=k.name, line=line,
+        severity="high" if imbalance >= 2 * th["slice_imbalance"] else "warning", impact=0.8,
+        title="Atomic contention on few addresses",
+        diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests ({share_pct:.1f} per 100 warp "
+                   f"instructions), and the busiest L2 slice receives {imbalance:.0f}x the average"
+                   + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
+                   + ": threads update the same address, so the updates serialize in one slice"
+                   + (f"; worst line {line}" if line else "") + "."),
+        evidence=[Evidence(metric="+".join(ATOM_REQ), value=req, source="ncu", kernel=k.name, line=line),
+                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1), threshold=th["slice_imbalance"],
+                           source="ncu", kernel=k.name)],
+        fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "
+                          "a block-level partial in shared memory, then one atomicAdd per block.",
+                   expected_effect="32x to 1000x fewer atomics on the hot address"),
+               Fix(action="Privatize: per-block (shared-memory) or per-warp copies of the target, merged at the end.",
+                   expected_effect="contention moves on chip and spreads over banks"),
+               Fix(action="Spread updates over several addresses (striped counters) and sum them afterwards.",
+                   expected_effect="the load spreads over L2 slices")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- vector width
+LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+
+
+@rule("memory.non-vectorized-access", family="memory", scope="ncu",
+      description="A memory-heavy kernel moves global data 4 bytes per thread per instruction.",
+      thresholds={"max_sectors_per_request": 4.5, "min_memory_pct": 40.0, "max_excess_pct": 10.0},
+      metrics=(LD_REQ, LD_SEC, "smsp__sass_inst_executed_op_global_ld.sum", "sm__inst_executed_pipe_lsu.avg."
+               "pct_of_peak_sustained_active"),
+      supersedes=("sass.scalar-global-loads",))
+def _nonvec(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    spr, mem = k.global_load_sectors_per_request, k.memory_throughput_pct
+    if spr is None or mem is None or spr > th["max_sectors_per_request"] or spr < 1.0 or mem < th["min_memory_pct"]:
+        return
+    excess, total = k.num(EXCESS), k.num(TOTAL)
+    if excess is not None and total and 100.0 * excess / total > th["max_excess_pct"]:
+        return  # not a width problem: the uncoalesced rule speaks
+    sass = ctx.get("sass", {}).get(k.mangled_name)
+    ev = [Evidence(metric="global_load_sectors_per_request", value=spr, threshold=th["max_sectors_per_request"],
+                   source="ncu", kernel=k.name),
+          Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", value=mem,
+                   threshold=th["min_memory_pct"], unit="%", source="ncu", kernel=k.name),
+          Evidence(metric="sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+                   value=k.num("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"), unit="%",
+                   source="ncu", kernel=k.name)]
+    if sass is not None:
+        ev.append(Evidence(metric="global_loads_by_width_bits", value=", ".join(
+            f"{w}: {n}" for w, n in sorted(sass.memory.loads_by_width.items())), source="sass", kernel=k.name))
+    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle",
+                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
+    yield Finding(
+        rule="memory.non-vectorized-access", family="memory", kernel=k.name, line=line, severity="warning",
+        impact=0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",
+        diagnosis=(f"{k.name}: its global loads touch {spr:.1f} sectors per warp request, i.e. 4 bytes per thread "
+                   f"per instruction, while the memory system runs at {mem:.0f}% of peak: 4x more load/store "
+                   "instructions than 16-byte vectors need, which fills the LSU queues and limits bytes in flight"
+                   + (f"; hottest line {line}" if line else "") + "."),
+        evidence=ev,
+        fixes=[Fix(action="Load and store float4 (or int4 / __half2 x4): reinterpret aligned pointers as float4, "
+                          "handle the remainder separately.", expected_effect="4x fewer memory instructions; a "
+                                                                               "few % to 20% closer to peak bandwidth"),
+               Fix(action="Process several elements per thread with independent loads before use.",
+                   expected_effect="more bytes in flight per warp")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- caches
+@rule("memory.low-cache-hit-rate", family="memory", scope="ncu",
+      description="Warps wait on memory while both L1 and L2 miss most of the time.",
+      thresholds={"max_l1_hit_pct": 20.0, "max_l2_hit_pct": 50.0, "min_long_scoreboard_share_pct": 30.0},
+      metrics=("l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct"))
+def _cache(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    l1, l2 = k.l1_hit_rate_pct, k.l2_hit_rate_pct
+    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
+    total = sum(stalls.values())
+    ls = share(stalls.get("long_scoreboard"), total)
+    if l1 is None or l2 is None or ls is None:
+        return
+    if l1 > th["max_l1_hit_pct"] or l2 > th["max_l2_hit_pct"] or ls < th["min_long_scoreboard_share_pct"]:
+        return
+    if (k.memory_throughput_pct or 0) >= 80:
+        return  # at the roof: the dram-saturated finding says what to do
+    yield Finding(
+        rule="memory.low-cache-hit-rate", family="memory", kernel=k.name, severity="info", impact=0.3,
+        title="Memory stalls with low cache hit rates",
+        line=hottest_line(k, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+        diagnosis=(f"{k.name}: L1 hits {l1:.0f}% and L2 {l2:.0f}% of sectors while {ls:.0f}% of stall cycles wait "
+                   "on memory: data is rarely reused on chip."),
+        evidence=[Evidence(metric="l1tex__t_sector_hit_rate.pct", value=l1, threshold=th["max_l1_hit_pct"], unit="%",
+                           source="ncu", kernel=k.name),
+                  Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=th["max_l2_hit_pct"], unit="%",
+                           source="ncu", kernel=k.name),
+                  Evidence(metric="long_scoreboard_stall_share_pct", value=round(ls, 1), unit="%", source="ncu",
+                           kernel=k.name)],
+        fixes=[Fix(action="Tile so each block reuses its inputs from shared memory (or registers) before moving on.",
+                   expected_effect="fewer DRAM round trips per result"),
+               Fix(action="Reorder the traversal (block swizzling, processing neighbours together) so reused data "
+                          "is still in L2.", expected_effect="higher L2 hit rate")],
+    )
+
+
+@rule("memory.l2-thrash", family="memory", scope="ncu",
+      description="L2 misses most requests although the kernel asks for more data than it fetches from DRAM.",
+      thresholds={"max_l2_hit_pct": 35.0, "min_dram_pct": 30.0},
+      metrics=("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sector_hit_rate.pct",
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
+def _l2(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    l2, req = k.l2_hit_rate_pct, k.num("lts__t_sectors_srcunit_tex_op_read.sum")
+    dram, dram_pct = k.dram_bytes_read, k.num("dram__throughput.avg.pct_of_peak_sustained_elapsed")
+    if l2 is None or req is None or not dram or dram_pct is None:
+        return
+    if l2 > th["max_l2_hit_pct"] or dram_pct < th["min_dram_pct"]:
+        return
+    ratio = req * 32 / dram  # bytes requested from L2 per byte read from DRAM
+    if ratio < 1.5:
+        return  # streaming: each byte is used once, so there is no reuse to lose
+    yield Finding(
+        rule="memory.l2-thrash", family="memory", kernel=k.name, severity="warning", impact=0.4,
+        title="L2 thrashing: reused data is evicted before its reuse",
+        diagnosis=(f"{k.name}: the SMs request {ratio:.1f} bytes from L2 per byte read from DRAM, so data is "
+                   f"reused, yet L2 hits only {l2:.0f}% and DRAM runs at {dram_pct:.0f}%: the working set between "
+                   "reuses exceeds L2."),
+        evidence=[Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=th["max_l2_hit_pct"], unit="%",
+                           source="ncu", kernel=k.name),
+                  Evidence(metric="l2_request_bytes_per_dram_byte", value=round(ratio, 2), threshold=1.5,
+                           source="ncu", kernel=k.name)],
+        fixes=[Fix(action="Shrink the reuse distance: tile the traversal (e.g. grouped/swizzled block order in "
+                          "GEMM-like kernels) so blocks that share data run together.",
+                   expected_effect="higher L2 hit rate, less DRAM traffic"),
+               Fix(action="Pin the hot buffer in L2 with an access policy window (cudaStreamSetAttribute, "
+                          "cudaAccessPropertyPersisting).", expected_effect="the reused range stays resident")],
     )

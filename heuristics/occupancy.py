@@ -59,3 +59,44 @@ def _achieved(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
         fixes=[Fix(action="Balance work per block (grid-stride loops, a persistent grid sized to the SM count).",
                    expected_effect="fewer idle SMs in the tail")],
     )
+
+
+@rule("occupancy.register-limited", family="occupancy", scope="ncu",
+      description="Registers per thread are what caps resident warps (below the threshold).",
+      thresholds={"theoretical_pct": 50.0, "high_theoretical_pct": 25.0},
+      supersedes=("occupancy.low-theoretical", "ptxas.register-limited-occupancy"))
+def _reg_limited(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    theo, regs = k.theoretical_occupancy_pct, k.registers_per_thread
+    limits = {m: k.num(m) for m in _LIMITERS}
+    reg_limit = limits.get("launch__occupancy_limit_registers")
+    if theo is None or regs is None or reg_limit is None or theo >= th["theoretical_pct"]:
+        return
+    others = [v for m, v in limits.items() if m != "launch__occupancy_limit_registers" and v is not None]
+    if others and reg_limit > min(others):
+        return  # another resource binds first
+    ach = k.achieved_occupancy_pct
+    block = k.block_size or 0
+    target_regs = max(32, (65536 // max(1, 2 * block)) // 8 * 8) if block else None
+    yield Finding(
+        rule="occupancy.register-limited", family="occupancy", kernel=k.name, impact=round(1 - theo / 100, 2),
+        severity="high" if theo <= th["high_theoretical_pct"] else "warning",
+        title="Occupancy limited by registers",
+        diagnosis=(f"{k.name} uses {regs} registers per thread, so only {reg_limit:.0f} block(s) of {block} "
+                   f"threads fit per SM: theoretical occupancy {theo:.0f}%"
+                   + (f", achieved {ach:.0f}%" if ach is not None else "")
+                   + ". With so few warps, memory and pipeline latency stay exposed."),
+        evidence=[Evidence(metric="launch__registers_per_thread", value=regs, source="ncu", kernel=k.name),
+                  Evidence(metric="launch__occupancy_limit_registers", value=reg_limit, unit="blocks", source="ncu",
+                           kernel=k.name),
+                  Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo,
+                           threshold=th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
+        + [Evidence(metric=m, value=v, unit="blocks", source="ncu", kernel=k.name) for m, v in limits.items()
+           if m != "launch__occupancy_limit_registers" and v is not None],
+        fixes=[Fix(action=f"Cap registers with __launch_bounds__({block}, 2..4)" + (
+                   f" (about {target_regs} registers for 2 blocks of {block})" if target_regs else "")
+                   + "; check ptxas -v that it does not spill.", expected_effect="2-4x more resident warps"),
+               Fix(action="Reduce live state per thread: fewer accumulators/unrolled values, recompute indices, "
+                          "keep tiles in shared memory.", expected_effect="fewer registers without spills"),
+               Fix(action="Or add instruction-level parallelism instead (more independent loads per thread) if "
+                          "occupancy cannot rise.", expected_effect="latency hidden within a warp")],
+    )

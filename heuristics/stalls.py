@@ -56,7 +56,7 @@ _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "d
 
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
       description="One warp-stall reason accounts for most of the time warps spend not issuing.",
-      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0})
+      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_memory_pct": 80.0})
 def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
     stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
     total = sum(stalls.values())
@@ -64,21 +64,60 @@ def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
         return
     reason, cycles = max(((r, v) for r, v in stalls.items() if r not in _IGNORED), key=lambda kv: kv[1],
                          default=(None, 0.0))
-    if reason is None or reason not in _MEANING:
+    if reason is None or reason not in _MEANING or reason == "barrier":  # barrier: stalls.barrier-heavy
         return
     share = 100.0 * cycles / total
     if share < th["min_share_pct"] or cycles < th["min_cycles_per_issue"]:
         return
     meaning, fixes = _MEANING[reason]
+    mem = k.memory_throughput_pct
+    saturated = reason in ("long_scoreboard", "lg_throttle") and mem is not None and mem >= th["saturated_memory_pct"]
     line = hottest_line(k, f"smsp__pcsamp_warps_issue_stalled_{reason}")
     yield Finding(
-        rule="stalls.dominant-stall-reason", family="stalls", severity="warning" if share < 70 else "high",
-        kernel=k.name, title=f"Dominant stall: {reason.replace('_', ' ')}",
+        rule="stalls.dominant-stall-reason", family="stalls",
+        severity="info" if saturated else "warning" if share < 70 else "high",
+        kernel=k.name, line=line, impact=round(share / 100, 3), title=f"Dominant stall: {reason.replace('_', ' ')}",
         diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
-                   f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."),
+                   f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."
+                   + (f" Memory already runs at {mem:.0f}% of peak, so this wait is the bandwidth limit itself."
+                      if saturated else "")),
         evidence=[Evidence(metric=f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
                            value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),
                   Evidence(metric="stall_share_pct", value=round(share, 1), threshold=th["min_share_pct"], unit="%",
                            source="ncu", kernel=k.name)],
         fixes=[Fix(action=a, expected_effect=e) for a, e in fixes],
+    )
+
+
+@rule("stalls.barrier-heavy", family="stalls", scope="ncu",
+      description="Warps spend a large share of their stalls waiting at __syncthreads.",
+      thresholds={"min_share_pct": 25.0, "high_share_pct": 40.0},
+      metrics=("launch__barrier_count", "smsp__inst_executed_op_bar.sum"))
+def _barrier(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
+    total = sum(stalls.values())
+    cycles = stalls.get("barrier", 0.0)
+    if total <= 0 or cycles <= 0:
+        return
+    pct = 100.0 * cycles / total
+    if pct < th["min_share_pct"]:
+        return
+    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_barrier")
+    yield Finding(
+        rule="stalls.barrier-heavy", family="stalls", kernel=k.name, line=line, impact=round(pct / 100, 3),
+        severity="high" if pct >= th["high_share_pct"] else "warning", title="Barrier-heavy synchronization",
+        diagnosis=(f"{k.name}: {pct:.0f}% of stall cycles ({cycles:.1f} per issued instruction) are warps waiting at "
+                   "__syncthreads for the rest of their block: steps with little work between barriers, or only "
+                   "some warps working while all wait" + (f"; worst line {line}" if line else "") + "."),
+        evidence=[Evidence(metric="smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", value=cycles,
+                           unit="cycles/issue", source="ncu", kernel=k.name, line=line),
+                  Evidence(metric="barrier_stall_share_pct", value=round(pct, 1), threshold=th["min_share_pct"],
+                           unit="%", source="ncu", kernel=k.name)],
+        fixes=[Fix(action="Finish reductions inside warps with __shfl_down_sync (no barrier needed below 32 "
+                          "threads), keeping one __syncthreads per block-level step.",
+                   expected_effect="5 barriers fewer per reduction; warps stop idling"),
+               Fix(action="Give each thread more elements before the block-level step (fewer, fuller steps).",
+                   expected_effect="more work per barrier"),
+               Fix(action="Use cooperative-groups/warp-level primitives (cg::reduce) instead of hand-rolled trees.",
+                   expected_effect="shorter critical path")],
     )

@@ -26,18 +26,22 @@ from pydantic import BaseModel, Field
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError
 from kernelscope.models import (
+    AnalyzeResult,
     CapabilityReport,
     ClassifyResult,
     CompareResult,
     CompileResult,
+    NcuProfileResult,
     RunResult,
     SassResult,
 )
 from kernelscope.server.summaries import (
+    analyze_summary,
     classify_summary,
     compare_summary,
     compile_summary,
     eval_summary,
+    profile_summary,
     program_summary,
     sass_summary,
 )
@@ -56,6 +60,11 @@ kernelscope gives you real GPU performance tools for CUDA kernels. Typical flow:
    candidate (ModelNew; CUDA through kernelscope.fast.CudaKernel (NVRTC) or load_inline): correctness
    over several trials, timing with a speedup confidence interval, a verdict, and cheat checks.
    In program mode it runs a compiled executable (exit status, output, per-kernel GPU times).
+5. `analyze` (program or eval target): the two-stage Nsight Compute flow: a light capture classifies
+   each kernel (memory/compute/latency-bound, occupancy-limited, launch/tail-limited), the class picks
+   the deep sections, and the rules give ranked findings with evidence, source lines and fixes.
+   `ncu_profile` is the raw capture with sections/filters you choose; `bottleneck_classify` and
+   `compare` work on recorded reports (paths, or the report ids these tools return).
 Every answer starts with a short diagnosis; the structured result has all the data, and full
 listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 """
@@ -286,14 +295,118 @@ async def run_tool(
     return _result(RunResult(mode="eval", eval=eresult), eval_summary(eresult))
 
 
+_TARGET_DOC = ("Target: `artifact_id` (an executable from compile) with `args`, or eval mode: `reference`/"
+               "`reference_path` and `candidate`/`candidate_path` (only the candidate's forward call is profiled).")
+
+
+@mcp.tool(
+    name="analyze",
+    title="Analyze: two-stage profile, bottleneck and expert findings",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                open_world_hint=False),
+)
+async def analyze_tool(
+    artifact_id: Annotated[str | None, Field(description="program: an executable artifact from compile.")] = None,
+    args: Annotated[list[str] | None, Field(description="program: command-line arguments.")] = None,
+    reference: Annotated[str | None, Field(description="eval: reference module source.")] = None,
+    reference_path: Annotated[str | None, Field(description="eval: or a reference .py under the allowed "
+                                                            "roots.")] = None,
+    candidate: Annotated[str | None, Field(description="eval: candidate module source (ModelNew).")] = None,
+    candidate_path: Annotated[str | None, Field(description="eval: or a candidate .py under the allowed "
+                                                            "roots.")] = None,
+    kernel_regex: Annotated[str | None, Field(description="Only kernels whose name matches.")] = None,
+    launch_skip: Annotated[int, Field(ge=0, le=1_000_000, description="Matching launches to skip.")] = 0,
+    launch_count: Annotated[int, Field(ge=1, le=10_000, description="Launches the light stage profiles.")] = 512,
+    deep_kernels: Annotated[int, Field(ge=1, le=20, description="Kernels (by total time) analyzed in "
+                                                                "depth.")] = 3,
+    timeout_s: Annotated[float, Field(gt=0, le=3600, description="Limit per capture.")] = 300.0,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, AnalyzeResult]:
+    """Find what limits a CUDA program's or a candidate's kernels and what to do about it. Stage 1
+    captures speed of light, launch statistics and occupancy of every launch and classifies each kernel
+    on the roofline; the class chooses stage 2's Nsight Compute sections (memory workload + source
+    counters for memory-bound, warp states for latency-bound, instruction statistics + SASS for
+    compute-bound, ...) and the rules then give ranked findings (uncoalesced access, bank conflicts,
+    spills, divergence, idle tensor cores, atomics contention, tiny grids, ...) with the evidence, the
+    source line and fixes with their expected effect. Reports which stages ran and how long each took."""
+    from kernelscope.tools import profiling as prof
+
+    try:
+        req = prof.AnalyzeRequest(artifact_id=artifact_id, args=args or [], reference=reference,
+                                  reference_path=reference_path, candidate=candidate, candidate_path=candidate_path,
+                                  kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count,
+                                  deep_kernels=deep_kernels, timeout_s=timeout_s)
+    except ValueError as e:
+        raise ToolError(f"Invalid analyze request: {e}") from None
+    if artifact_id is None and candidate is None and candidate_path is None:
+        raise ToolError("Give a target: `artifact_id` (an executable from compile), or a reference and a candidate.")
+    if ctx is not None:
+        await ctx.report_progress(0, 2, "stage 1: light capture")
+    result = await _call(prof.analyze, req, cancellable=True, on_wait=_progress_reporter(ctx))
+    if ctx is not None:
+        await ctx.report_progress(2, 2, "done")
+    return _result(result, analyze_summary(result))
+
+
+@mcp.tool(
+    name="ncu_profile",
+    title="Nsight Compute profile",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                open_world_hint=False),
+)
+async def ncu_profile_tool(
+    artifact_id: Annotated[str | None, Field(description="program: an executable artifact from compile.")] = None,
+    args: Annotated[list[str] | None, Field(description="program: command-line arguments.")] = None,
+    reference: Annotated[str | None, Field(description="eval: reference module source.")] = None,
+    reference_path: Annotated[str | None, Field(description="eval: or a reference .py path.")] = None,
+    candidate: Annotated[str | None, Field(description="eval: candidate module source (ModelNew).")] = None,
+    candidate_path: Annotated[str | None, Field(description="eval: or a candidate .py path.")] = None,
+    sections: Annotated[list[str] | None, Field(description="Section identifiers (ncu --list-sections), e.g. "
+                                                            "SpeedOfLight, MemoryWorkloadAnalysis, "
+                                                            "WarpStateStats, SourceCounters.")] = None,
+    section_set: Annotated[Literal["basic", "detailed", "full", "roofline"] | None, Field(
+        description="A predefined set; 'detailed' when nothing is chosen.")] = None,
+    metrics: Annotated[list[str] | None, Field(description="Extra metric names.")] = None,
+    kernel_regex: Annotated[str | None, Field(description="Only kernels whose name matches this regex.")] = None,
+    launch_skip: Annotated[int, Field(ge=0, le=1_000_000)] = 0,
+    launch_count: Annotated[int | None, Field(ge=1, le=10_000, description="Launches to profile.")] = 20,
+    clock_control: Annotated[Literal["none", "base"], Field(description="none (default): the GPU's own "
+                                                                        "clocks.")] = "none",
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 300.0,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, NcuProfileResult]:
+    """Capture an Nsight Compute profile with the sections, metrics and kernel filters you choose, in
+    the sandbox, and get per-launch classes and findings plus the report as an artifact (for compare or
+    the Nsight Compute UI). Counter-permission errors, a missing ncu and filters that match nothing come
+    back explained, with the fix. Prefer `analyze` unless you need specific sections."""
+    from kernelscope.tools import profiling as prof
+
+    if artifact_id is None and candidate is None and candidate_path is None:
+        raise ToolError("Give a target: `artifact_id` (an executable from compile), or a reference and a candidate.")
+    try:
+        req = prof.ProfileRequest(artifact_id=artifact_id, args=args or [], reference=reference,
+                                  reference_path=reference_path, candidate=candidate, candidate_path=candidate_path,
+                                  sections=sections or [], section_set=section_set, metrics=metrics or [],
+                                  kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count,
+                                  clock_control=clock_control, timeout_s=timeout_s)
+    except ValueError as e:
+        raise ToolError(f"Invalid ncu_profile request: {e}") from None
+    if ctx is not None:
+        await ctx.report_progress(0, 1, "profiling")
+    result = await _call(prof.ncu_profile, req, cancellable=True, on_wait=_progress_reporter(ctx))
+    if ctx is not None:
+        await ctx.report_progress(1, 1, result.status)
+    return _result(result, profile_summary(result))
+
+
 @mcp.tool(
     name="bottleneck_classify",
     title="Bottleneck and roofline",
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 async def classify_tool(
-    report_path: Annotated[str | None, Field(description="A recorded Nsight Compute report (.ncu-rep) under the "
-                                                         "allowed roots.")] = None,
+    report_path: Annotated[str | None, Field(description="A report id from analyze/ncu_profile, or a .ncu-rep "
+                                                         "under the allowed roots.")] = None,
     kernel: Annotated[str | None, Field(description="Regex selecting kernels in the report.")] = None,
     flops: Annotated[float | None, Field(ge=0, description="Analytic FP32 FLOPs of a problem (no report).")] = None,
     dram_bytes: Annotated[float | None, Field(ge=0, description="Analytic DRAM bytes of a problem (no "
@@ -322,7 +435,7 @@ async def classify_tool(
     annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
 )
 async def compare_tool(
-    before_report: Annotated[str, Field(description="The .ncu-rep before the change (under the allowed roots).")],
+    before_report: Annotated[str, Field(description="The report before the change: a report id, or a .ncu-rep path.")],
     after_report: Annotated[str, Field(description="The .ncu-rep after the change (may be the same file).")],
     before_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the first report.")] = None,
     after_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the second report.")] = None,

@@ -4,11 +4,14 @@ ranked fixes; full data stays in structured content and resources."""
 from __future__ import annotations
 
 from kernelscope.models import (
+    AnalyzeResult,
     ClassifyResult,
     CompareResult,
     CompileResult,
     EvalResult,
     Finding,
+    KernelDiagnosis,
+    NcuProfileResult,
     ProgramResult,
     SassResult,
 )
@@ -228,4 +231,72 @@ def compare_summary(r: CompareResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
         lines += render_findings(r.appeared, max_findings=4, max_fixes=2)
     if r.persisting:
         lines.append("Still present: " + ", ".join(r.persisting))
+    return _clip("\n".join(lines), budget)
+
+
+def _diagnosis_lines(k: KernelDiagnosis, *, max_findings: int = 4) -> list[str]:
+    b = k.bottleneck
+    ro = b.roofline
+    where = ""
+    if ro is not None and ro.fraction_of_roofline is not None:
+        where = f", at {100 * ro.fraction_of_roofline:.0f}% of its roofline"
+    dur = f"{k.duration_ns / 1e3:.1f} us" if k.duration_ns is not None else "? us"
+    if k.launches > 1 and k.total_duration_ns is not None:
+        dur += f" x {k.launches} launches = {k.total_duration_ns / 1e3:.1f} us"
+    cfg = f"grid {k.grid_size} x block {k.block_size}, {k.registers_per_thread} regs" if k.grid_size else ""
+    lines = [f"- {k.name} [{dur}; {cfg}]: {b.cls.upper()} (confidence {b.confidence:.2f}{where}). {b.reasoning}."]
+    if k.findings:
+        lines += ["  " + ln for ln in render_findings(k.findings, max_findings=max_findings, max_fixes=2)]
+    else:
+        lines.append("  No rule fired: nothing stands out beyond the class above.")
+    if k.top_stalls:
+        lines.append("  top stalls (cycles/issue): " + ", ".join(f"{r} {v:.1f}" for r, v in k.top_stalls.items()))
+    if k.ncu_rule_titles:
+        lines.append("  Nsight Compute: " + "; ".join(k.ncu_rule_titles[:5]))
+    return lines
+
+
+def _problem_lines(status: str, explanation: str | None, fixes: list[str]) -> list[str]:
+    if status == "ok" and not explanation:
+        return []
+    lines = [f"{status.upper()}: {explanation}" if status != "ok" else f"Note: {explanation}"]
+    lines += [f"  fix: {f}" for f in fixes[:4]]
+    return lines
+
+
+def profile_summary(r: NcuProfileResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines = _problem_lines(r.status, r.explanation, r.fixes)
+    if r.status != "ok":
+        lines += r.capture.messages[:6]
+        if r.capture.program_stderr:
+            lines.append("program stderr (tail): " + r.capture.program_stderr[-600:])
+        return _clip("\n".join(lines), budget)
+    lines.append(f"Profiled {r.kernels_total} launch(es) in {r.capture.wall_s:.1f} s; report artifact {r.report_id}.")
+    lines += [f"Note: {n}" for n in r.notes[:3]]
+    for k in r.kernels[:8]:
+        lines += _diagnosis_lines(k, max_findings=3)
+    if len(r.kernels) > 8:
+        lines.append(f"(+{len(r.kernels) - 8} more launches in the structured result)")
+    return _clip("\n".join(lines), budget)
+
+
+def analyze_summary(r: AnalyzeResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines = _problem_lines(r.status, r.explanation, r.fixes)
+    if r.status != "ok":
+        for st in r.stages:
+            if st.capture is not None:
+                lines += st.capture.messages[:6]
+                if st.capture.program_stderr:
+                    lines.append("program stderr (tail): " + st.capture.program_stderr[-600:])
+        return _clip("\n".join(lines), budget)
+    stages = "; ".join(f"{st.name} {st.wall_s:.1f} s" + (f" ({', '.join(st.sections)})" if st.sections else "")
+                       for st in r.stages)
+    lines.append(f"Analyzed {len(r.kernels)} of {r.kernels_total} kernel(s) ({r.launches_profiled} launches profiled) "
+                 f"in {r.wall_s or 0:.1f} s: {stages}.")
+    lines += [f"Note: {n}" for n in r.notes[:3]]
+    for k in r.kernels:
+        lines += _diagnosis_lines(k)
+    if r.other_kernels:
+        lines.append("Not analyzed in depth: " + "; ".join(r.other_kernels[:6]))
+    lines.append(f"Reports: {', '.join(r.report_ids)} (kernelscope://artifacts/<id>/report; usable in compare).")
     return _clip("\n".join(lines), budget)

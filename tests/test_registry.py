@@ -16,9 +16,10 @@ def test_registry_is_complete() -> None:
     load_all()
     scopes = {r.scope for r in REGISTRY.values()}
     assert {"ptxas", "sass", "ncu"} <= scopes
-    assert len(REGISTRY) >= 13
+    assert len(REGISTRY) >= 20
+    prefixes = ("ptxas", "sass", "memory", "stalls", "occupancy", "launch", "control", "compute", "latency")
     for r in REGISTRY.values():
-        assert r.id.split(".")[0] in ("ptxas", "sass", "memory", "stalls", "occupancy") and r.family and r.description
+        assert r.id.split(".")[0] in prefixes and r.family and r.description
 
 
 def test_sass_thresholds_can_be_overridden() -> None:

@@ -97,3 +97,13 @@ def test_program_that_traps_is_a_result() -> None:
     assert c.artifact_id
     r = run_program(ProgramRequest(artifact_id=c.artifact_id, timeout_s=60))
     assert r.exit_status == 1 and not r.timed_out
+
+
+def test_torch_compile_baseline_on_the_gpu() -> None:
+    r = ev(PROBLEMS / "softmax" / "better.py", PROBLEMS / "softmax" / "reference.py",
+           reference_modes=["eager", "compile"], timeout_s=600)
+    assert r.status == "ok" and r.correctness and r.correctness.correct, (r.error, r.notes)
+    by = {s.baseline: s for s in r.speedups}
+    assert {"eager", "compile"} <= set(by), (r.speedups, r.notes)
+    assert "reference_compile" in r.timings and r.timings["reference_compile"].runs >= 30
+    assert by["compile"].ci_low <= by["compile"].speedup <= by["compile"].ci_high

@@ -55,6 +55,17 @@ _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active
 _RULE_TYPES = {0: "info", 1: "warning", 2: "optimization", 3: "error", 4: "ok"}
 
 
+def rule_metrics() -> list[str]:
+    """Every metric a KernelProfile keeps: the fixed list plus what each registered rule declares."""
+    from kernelscope.heuristics import REGISTRY, load_all
+
+    load_all()
+    out = list(RULE_METRICS)
+    for r in REGISTRY.values():
+        out += [m for m in r.metrics if m not in out]
+    return out
+
+
 def _ncu_report() -> Any:
     try:
         import ncu_report
@@ -145,11 +156,23 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
 MAX_REPORT_BYTES = 2 << 30
 
 
+_REPORT_ID = re.compile(r"^[0-9a-f]{24}$")
+
+
 def load_user_report(path: str) -> Profile:
-    """Load a report a client names by path: under the allowed roots, an .ncu-rep, at most 2 GiB."""
+    """Load a report a client names: the id of a report artifact (from ncu_profile or analyze), or a
+    path under the allowed roots to an .ncu-rep of at most 2 GiB."""
     from kernelscope.config import get_settings
     from kernelscope.sandbox.paths import resolve_user_path
 
+    if _REPORT_ID.match(path.strip().lower()):
+        from kernelscope.tools.artifacts import get_store
+
+        art = get_store().require(path.strip().lower())
+        rep = art.path("report")
+        if rep is None:
+            raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an Nsight Compute report.")
+        return load_profile(rep)
     p = resolve_user_path(path, get_settings().allowed_roots)
     if p.suffix != ".ncu-rep":
         raise InputError(f"{path!r} is not an .ncu-rep file (Nsight Compute's report).")
@@ -188,6 +211,7 @@ def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
         raise InputError(f"{path.name} is not a readable Nsight Compute report ({type(e).__name__}: {e}).") from None
     kernels: list[KernelProfile] = []
     kid = 0
+    kept = rule_metrics()
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
@@ -199,7 +223,7 @@ def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
                 metrics[metric] = mv
                 v = _num(mv)
                 fields[field] = int(v) if v is not None and field in _INT_FIELDS else v
-            for metric in RULE_METRICS:
+            for metric in kept:
                 metrics[metric] = _value(a, metric)
             stalls = {}
             for name in a.metric_names():

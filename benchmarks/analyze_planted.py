@@ -1,0 +1,131 @@
+"""The planted suite through `analyze`: classification, top finding and its source line for each bad
+kernel, silence on its fixed twin, and the wall time of the two-stage analyze against
+`ncu --set full` on the same program (target: at most 40%).
+
+    python benchmarks/analyze_planted.py                      # all cases, with the --set full baseline
+    python benchmarks/analyze_planted.py --cases 01,07 --no-full
+    python benchmarks/analyze_planted.py --save-fixtures tests/fixtures/planted   # regenerate the fixtures
+
+Needs an NVIDIA GPU with Nsight Compute. --save-fixtures writes, per case, the light and deep reports
+analyze captured, the compile result (ptxas resources) and the SASS statistics of the program, which
+the CPU tests replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, device_line, table, use_private_store
+
+PLANTED = REPO / "examples" / "planted"
+
+
+def cases(selected: list[str] | None) -> list[Path]:
+    out = sorted(p for p in PLANTED.iterdir() if (p / "case.json").is_file())
+    if selected:
+        out = [p for p in out if any(p.name.startswith(s) for s in selected)]
+    return out
+
+
+def planted_line(cu: Path) -> int:
+    return next(i for i, ln in enumerate(cu.read_text().splitlines(), 1) if "// PLANTED" in ln)
+
+
+def check(case: dict, cu_name: str, line: int, result: object) -> dict:
+    kernels = {k.mangled_name: k for k in result.kernels}  # type: ignore[attr-defined]
+    bad, fixed = kernels.get(case["bad_kernel"]), kernels.get(case["fixed_kernel"])
+    row = {"class": bad.bottleneck.cls if bad else "missing", "top": bad.findings[0].rule if bad and bad.findings
+           else "-", "line": (bad.findings[0].line or "-") if bad and bad.findings else "-"}
+    row["class_ok"] = row["class"] == case["expected_class"]
+    row["top_ok"] = row["top"] == case["expected_rule"]
+    row["line_ok"] = (not case.get("line_expected", True)) or f"{cu_name}:{line}" in str(row["line"])
+    row["twin_ok"] = fixed is not None and all(f.rule != case["expected_rule"] for f in fixed.findings)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", help="comma-separated case prefixes (default: all)")
+    ap.add_argument("--no-full", action="store_true", help="skip the ncu --set full baseline")
+    ap.add_argument("--save-fixtures", type=Path, help="write each case's reports and evidence here")
+    ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    args = ap.parse_args()
+
+    use_private_store()
+    from kernelscope.tools.artifacts import get_store
+    from kernelscope.tools.compile import CompileRequest, compile_cuda
+    from kernelscope.tools.profiling import AnalyzeRequest, analyze
+    from kernelscope.tools.sass import sass_for_artifact
+    from kernelscope.tools.toolchain import require
+
+    ncu = str(require("ncu"))
+    rows, raw = [], []
+    for d in cases(args.cases.split(",") if args.cases else None):
+        case = json.loads((d / "case.json").read_text())
+        cu = d / "planted.cu"
+        # inline source: the reports then name a workspace file, not this checkout's path
+        comp = compile_cuda(CompileRequest(source=cu.read_text(), filename="planted.cu", output="executable",
+                                           flags=["-O3"]))
+        if not comp.success or comp.artifact_id is None:
+            print(f"{d.name}: compile failed\n{comp.log}", file=sys.stderr)
+            return 1
+        t0 = time.monotonic()
+        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, deep_kernels=4, timeout_s=600))
+        t_an = time.monotonic() - t0
+        if res.status != "ok":
+            print(f"{d.name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
+        t_full = None
+        if not args.no_full:
+            exe = get_store().require(comp.artifact_id).path("executable")
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.monotonic()
+                subprocess.run([ncu, "--set", "full", "--import-source", "yes", "--clock-control", "none",
+                                "--launch-count", "512", "-f", "-o", f"{tmp}/full", str(exe)],
+                               check=True, capture_output=True)
+                t_full = time.monotonic() - t0
+        chk = check(case, cu.name, planted_line(cu), res)
+        stage = {st.name: st.wall_s for st in res.stages}
+        rows.append([d.name, f"{case['expected_class']} / {chk['class']}", "ok" if chk["class_ok"] else "WRONG",
+                     chk["top"], "ok" if chk["top_ok"] else "WRONG", "ok" if chk["line_ok"] else "WRONG",
+                     "ok" if chk["twin_ok"] else "WRONG", round(stage.get("light", 0), 2),
+                     round(stage.get("deep", 0), 2), round(t_an, 2),
+                     round(t_full, 2) if t_full else "-", f"{100 * t_an / t_full:.0f}%" if t_full else "-"])
+        raw.append({"case": d.name, **chk, "analyze_s": t_an, "full_s": t_full, "stages": stage})
+        if args.save_fixtures:
+            out = args.save_fixtures / d.name
+            out.mkdir(parents=True, exist_ok=True)
+            for rid, name in zip(res.report_ids, ("light", "deep"), strict=False):
+                shutil.copyfile(get_store().require(rid).path("report"), out / f"{name}.ncu-rep")  # type: ignore[arg-type]
+            (out / "compile.json").write_text(comp.model_dump_json(indent=1, exclude={"log"}))
+            (out / "sass.json").write_text(sass_for_artifact(comp.artifact_id).model_dump_json(
+                indent=1, exclude={"listing_excerpt"}))
+            (out / "analyze.json").write_text(res.model_dump_json(indent=1))
+        print(f"{d.name}: done in {t_an:.1f} s", file=sys.stderr, flush=True)
+
+    print(device_line())
+    print(table(["case", "expected / class", "class", "top finding", "top", "line", "twin", "light s", "deep s",
+                 "analyze s", "full s", "analyze/full"], rows))
+    n = len(rows)
+    ok = sum(1 for r in raw if r["class_ok"] and r["top_ok"] and r["line_ok"] and r["twin_ok"])
+    fulls = [r for r in raw if r["full_s"]]
+    if fulls:
+        tot_an, tot_full = sum(r["analyze_s"] for r in fulls), sum(r["full_s"] for r in fulls)
+        print(f"\nall checks right: {ok}/{n}; classes right: {sum(r['class_ok'] for r in raw)}/{n}; "
+              f"analyze total {tot_an:.1f} s vs ncu --set full {tot_full:.1f} s = {100 * tot_an / tot_full:.0f}%")
+    else:
+        print(f"\nall checks right: {ok}/{n}; classes right: {sum(r['class_ok'] for r in raw)}/{n}")
+    if args.json:
+        args.json.write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""ncu-profile and analyze on a real GPU (device machine): program and eval targets, the two stages,
+report artifacts that the recorded-report tools accept, and the explained failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelscope.tools.classify import classify_report
+from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.profiling import AnalyzeRequest, ProfileRequest, analyze, ncu_profile
+
+pytestmark = pytest.mark.gpu
+REPO = Path(__file__).resolve().parent.parent
+PLANTED = REPO / "examples" / "planted"
+PROBLEMS = REPO / "examples" / "problems"
+
+
+def _exe(case: str) -> str:
+    r = compile_cuda(CompileRequest(source=(PLANTED / case / "planted.cu").read_text(), filename="planted.cu",
+                                    output="executable", flags=["-O3"]))
+    assert r.success and r.artifact_id, r.log
+    return r.artifact_id
+
+
+def test_analyze_program_two_stages_and_the_planted_finding() -> None:
+    res = analyze(AnalyzeRequest(artifact_id=_exe("01-strided-copy")))
+    assert res.status == "ok", (res.explanation, res.stages)
+    assert [s.name for s in res.stages] == ["light", "deep", "rules"]
+    light, deep = res.stages[0], res.stages[1]
+    assert light.sections == ["SpeedOfLight", "LaunchStats", "Occupancy"] and light.wall_s > 0
+    assert "MemoryWorkloadAnalysis" in deep.sections and deep.capture and deep.capture.status == "ok"
+    by = {k.mangled_name: k for k in res.kernels}
+    bad = by["strided_copy"]
+    assert bad.bottleneck.cls == "memory-bound"
+    assert bad.findings[0].rule == "memory.uncoalesced-global-access"
+    assert "planted.cu:" in (bad.findings[0].line or "")
+    assert all(f.rule != "memory.uncoalesced-global-access" for f in by["coalesced_copy"].findings)
+    assert len(res.report_ids) == 2
+    # the reports are artifacts the recorded-report tools accept by id
+    again = classify_report(res.report_ids[0], kernel="strided_copy")  # the light report has the SOL
+    assert again.kernels and again.kernels[0].bottleneck.cls == "memory-bound"
+
+
+def test_ncu_profile_with_chosen_sections_and_a_filter() -> None:
+    res = ncu_profile(ProfileRequest(artifact_id=_exe("01-strided-copy"), sections=["SpeedOfLight"],
+                                     kernel_regex="^coalesced"))
+    assert res.status == "ok" and res.report_id
+    assert [k.name for k in res.kernels] == ["coalesced_copy"]
+    assert "--clock-control" in res.capture.command and "none" in res.capture.command
+
+
+def test_filter_matching_nothing_is_explained_with_the_kernel_names() -> None:
+    res = ncu_profile(ProfileRequest(artifact_id=_exe("01-strided-copy"), sections=["SpeedOfLight"],
+                                     kernel_regex="^no_such_kernel$"))
+    assert res.status == "no-kernels" and res.report_id is None
+    assert "strided_copy" in (res.explanation or "") and "coalesced_copy" in (res.explanation or "")
+    assert any("kernel_regex" in f for f in res.fixes)
+
+
+def test_crashing_program_is_a_result() -> None:
+    src = ('#include <cstdio>\nextern "C" __global__ void boom(int* p){ p[threadIdx.x] = 1; __trap(); }\n'
+           "int main(){ boom<<<1,32>>>(nullptr); cudaError_t e = cudaDeviceSynchronize(); "
+           'printf("%s\\n", cudaGetErrorString(e)); return e ? 3 : 0; }\n')
+    r = compile_cuda(CompileRequest(source=src, output="executable"))
+    assert r.success and r.artifact_id
+    res = ncu_profile(ProfileRequest(artifact_id=r.artifact_id, sections=["SpeedOfLight"], timeout_s=120))
+    assert res.status in ("program-failed", "ncu-error", "ok", "no-kernels")
+    assert res.capture.exit_status not in (None, 0) or res.status != "ok"
+
+
+def test_analyze_eval_mode_profiles_only_the_candidate() -> None:
+    res = analyze(AnalyzeRequest(reference_path=str(PROBLEMS / "softmax" / "reference.py"),
+                                 candidate_path=str(PROBLEMS / "softmax" / "naive.py")))
+    assert res.status == "ok", (res.explanation, res.stages)
+    names = [k.name for k in res.kernels] + res.other_kernels
+    assert names and all("softmax_naive" in n for n in names), names
+    assert res.kernels[0].findings or res.kernels[0].bottleneck.cls

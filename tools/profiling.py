@@ -1,0 +1,597 @@
+"""ncu-profile and analyze: Nsight Compute captures through the sandbox, and the two-stage analysis.
+
+A capture runs ``ncu`` on a target inside the sandbox (its own workspace, process group, wall-clock
+limit and GPU lease): either a compiled program (an executable artifact), or an eval-mode problem,
+where the harness builds the candidate, runs it once to warm up, and opens the profiler range
+(``cudaProfilerStart``) only around the candidate's own forward call, so the harness' and the
+reference's kernels are never profiled. ``--clock-control none`` is the default, so the kernel runs at
+the clocks it would run at in production; builds from the compile tool carry ``-lineinfo`` and the
+report imports the source, so per-line counters name source lines.
+
+``analyze`` is the two-stage flow: a light capture (speed of light, launch statistics, occupancy and
+the roofline counters) of every launch, a bottleneck class per kernel, then one deep capture of the
+first launch of the kernels that take the most time, with the sections and the rule metrics that
+class calls for; every rule runs over the merged profile, with SASS and ptxas evidence where the
+target is a compiled artifact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kernelscope.config import Settings, ensure_dirs
+from kernelscope.errors import InputError, NotAvailable
+from kernelscope.models import (
+    AnalyzeResult,
+    AnalyzeStage,
+    Finding,
+    KernelDiagnosis,
+    KernelProfile,
+    NcuCapture,
+    NcuProfileResult,
+    Profile,
+)
+from kernelscope.sandbox.gpu import Lease, gpu_pool
+from kernelscope.sandbox.process import Limits, run_process
+from kernelscope.sandbox.workspace import Workspace
+from kernelscope.tools.toolchain import ToolMissing, require
+
+WaitCallback = Callable[[int, float], None]
+
+SECTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,79}$")
+METRIC_RE = re.compile(r"^[A-Za-z0-9_:.]{1,200}$")
+SETS = ("basic", "detailed", "full", "roofline")
+MAX_KERNELS_IN_ANSWER = 20
+
+# ---------------------------------------------------------------------------------------- requests
+class NcuOptions(BaseModel):
+    """What to capture and which launches."""
+
+    sections: list[str] = Field(default_factory=list, max_length=32,
+                                description="Nsight Compute section identifiers, e.g. SpeedOfLight, "
+                                            "MemoryWorkloadAnalysis, WarpStateStats, SourceCounters.")
+    section_set: Literal["basic", "detailed", "full", "roofline"] | None = Field(
+        None, description="A predefined set (ncu --set). Default when neither sections nor set nor metrics are "
+                          "given: 'detailed'.")
+    metrics: list[str] = Field(default_factory=list, max_length=256, description="Extra metric names.")
+    kernel_regex: str | None = Field(None, max_length=1000,
+                                     description="Only kernels whose (function) name matches this regex.")
+    launch_skip: int = Field(0, ge=0, le=1_000_000, description="Matching launches to skip first.")
+    launch_count: int | None = Field(None, ge=1, le=10_000, description="Matching launches to profile "
+                                                                         "(default: all, up to 10000).")
+    clock_control: Literal["none", "base"] = Field("none", description="none: the GPU's own clocks (default); "
+                                                                      "base: lock to base clock (ncu's default).")
+    cache_control: Literal["all", "none"] = Field("all", description="all: flush caches before each replay pass.")
+    import_source: bool = Field(True, description="Embed the CUDA source so lines show in the report.")
+
+
+class ProfileTarget(BaseModel):
+    """What runs under ncu: a compiled program, or an eval-mode reference/candidate pair."""
+
+    artifact_id: str | None = Field(None, description="program: an executable artifact from compile.")
+    args: list[str] = Field(default_factory=list, max_length=64)
+    reference: str | None = None
+    reference_path: str | None = None
+    candidate: str | None = None
+    candidate_path: str | None = None
+    seed: int = 42
+    calls: int = Field(1, ge=1, le=100, description="eval: candidate forward calls inside the profiled range.")
+    timeout_s: float = Field(300.0, gt=0, le=3600)
+    gpu: int | None = Field(None, ge=0)
+
+    @property
+    def mode(self) -> Literal["program", "eval"]:
+        return "program" if self.artifact_id is not None else "eval"
+
+
+class ProfileRequest(ProfileTarget, NcuOptions):
+    top_lines: int = Field(10, ge=0, le=200, description="Source lines kept per kernel.")
+
+
+class AnalyzeRequest(ProfileTarget):
+    kernel_regex: str | None = Field(None, max_length=1000)
+    launch_skip: int = Field(0, ge=0, le=1_000_000)
+    launch_count: int | None = Field(512, ge=1, le=10_000, description="Launches profiled by the light stage.")
+    deep_kernels: int = Field(3, ge=1, le=20, description="Kernels (by total time) that get the deep stage.")
+    clock_control: Literal["none", "base"] = "none"
+    sass: bool = Field(True, description="Add SASS statistics and ptxas evidence for artifacts.")
+    overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
+                                                   description="Rule thresholds to override: {rule: {name: value}}.")
+
+
+# ---------------------------------------------------------------------------------------- capture
+def _validate(opts: NcuOptions) -> None:
+    for s in opts.sections:
+        if not SECTION_RE.match(s):
+            raise InputError(f"Section {s[:60]!r} refused: section identifiers are letters, digits and "
+                             "underscores (see `ncu --list-sections`).")
+    for m in opts.metrics:
+        if not METRIC_RE.match(m):
+            raise InputError(f"Metric {m[:60]!r} refused: metric names are letters, digits, '_', '.' and ':'.")
+    if opts.kernel_regex is not None:
+        try:
+            re.compile(opts.kernel_regex)
+        except re.error as e:
+            raise InputError(f"kernel_regex={opts.kernel_regex!r} is not a valid regular expression: {e}.") from None
+        if "\n" in opts.kernel_regex or "\x00" in opts.kernel_regex:
+            raise InputError("kernel_regex must be one line.")
+
+
+def _ncu_binary() -> Path:
+    try:
+        return require("ncu")
+    except ToolMissing as e:
+        raise NotAvailable("Profiling with Nsight Compute", "the ncu command was not found", e.note) from None
+
+
+class Prepared(BaseModel):
+    """A target made ready in a workspace: the command ncu launches, and its extra ncu flags."""
+
+    argv: list[str]
+    ncu_flags: list[str] = Field(default_factory=list)
+    binary: str | None = None  # the executable, for SASS
+    artifact_id: str | None = None
+    display: str
+
+
+def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
+    from kernelscope.tools.artifacts import get_store
+    from kernelscope.tools.run import _ARG_RE, HARNESS, _read_source
+
+    if t.artifact_id is not None:
+        if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
+            raise InputError("Give either `artifact_id` (program mode) or a reference and candidate (eval mode), "
+                             "not both.")
+        art = get_store().require(t.artifact_id)
+        exe = art.path("executable")
+        if exe is None:
+            raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an executable: compile a program with "
+                             "main() (output='executable'), or profile kernels in eval mode.")
+        for a in t.args:
+            if not _ARG_RE.match(a):
+                raise InputError(f"Program argument {a[:40]!r} refused: printable ASCII only, at most 4096 "
+                                 "characters.")
+        local = ws / "program"
+        local.write_bytes(exe.read_bytes())
+        local.chmod(0o755)
+        return Prepared(argv=[str(local), *t.args], binary=str(exe), artifact_id=art.id,
+                        display=f"artifact {art.id} ({art.meta.source_name or 'program'})")
+    ref = _read_source(t.reference, t.reference_path, "reference", s)
+    cand = _read_source(t.candidate, t.candidate_path, "candidate", s)
+    (ws / "reference.py").write_text(ref)
+    (ws / "candidate.py").write_text(cand)
+    cfg = {"profile_only": True, "reference_path": str(ws / "reference.py"),
+           "candidate_path": str(ws / "candidate.py"), "device": "cuda:0", "seed": t.seed, "profile_calls": t.calls}
+    (ws / "config.json").write_text(json.dumps(cfg))
+    return Prepared(argv=[sys.executable, "-s", str(HARNESS), str(ws / "config.json"), str(ws / "result.json")],
+                    ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)")
+
+
+_AVAILABLE = re.compile(r"^\s*\d+\.\s+(\S.*)$")
+
+
+def _ncu_messages(log: str) -> list[str]:
+    return [ln.strip() for ln in log.splitlines() if ln.startswith(("==WARNING==", "==ERROR=="))][:20]
+
+
+def run_capture(prep: Prepared, opts: NcuOptions, *, ws: Path, lease: Lease, s: Settings, name: str,
+                timeout_s: float, cancel: threading.Event | None = None,
+                kernel_id: str | None = None) -> tuple[NcuCapture, Path | None]:
+    """One ncu run. Returns the capture's account and the report path (None when there is none)."""
+    from kernelscope.tools.run import job_env
+
+    ncu = _ncu_binary()
+    report = ws / f"{name}.ncu-rep"
+    log_path = ws / f"{name}.log"
+    flags = ["--target-processes", "all", "--clock-control", opts.clock_control,
+             "--cache-control", opts.cache_control]
+    if opts.import_source:
+        flags += ["--import-source", "yes"]
+    if opts.section_set:
+        flags += ["--set", opts.section_set]
+    for sec in opts.sections:
+        flags += ["--section", sec]
+    if opts.metrics:
+        flags += ["--metrics", ",".join(opts.metrics)]
+    if kernel_id is not None:
+        flags += ["--kernel-name-base", "mangled", "--kernel-id", kernel_id]
+    else:
+        if opts.kernel_regex:
+            flags += ["--kernel-name", f"regex:{opts.kernel_regex}"]
+        if opts.launch_skip:
+            flags += ["--launch-skip", str(opts.launch_skip)]
+    if opts.launch_count:
+        flags += ["--launch-count", str(opts.launch_count)]
+    flags += prep.ncu_flags
+    argv = [str(ncu), "--export", str(ws / name), "--force-overwrite", "--log-file", str(log_path), *flags,
+            *prep.argv]
+    env = job_env(ws, s.home, lease)
+    proc = run_process(argv, cwd=ws, env=env, cancel=cancel,
+                       limits=Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True,
+                                     file_size_bytes=4 << 30))
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    have = report.is_file() and report.stat().st_size > 0
+    cap = NcuCapture(name=name, command=["ncu", *flags, prep.display], wall_s=round(proc.wall_s, 3),
+                     exit_status=proc.returncode, timed_out=proc.timed_out, messages=_ncu_messages(log),
+                     report_bytes=report.stat().st_size if have else None)
+    cap.status, cap.explanation, cap.fixes = _diagnose(proc.timed_out, proc.returncode, proc.signal_name, log,
+                                                       proc.stderr, have, prep, timeout_s)
+    if proc.stdout:
+        cap.program_output = proc.stdout[-2000:]
+    if proc.stderr:
+        cap.program_stderr = proc.stderr[-2000:]
+    return cap, report if have else None
+
+
+def _diagnose(timed_out: bool, rc: int | None, sig: str | None, log: str, stderr: str, have: bool, prep: Prepared,
+              timeout_s: float) -> tuple[Any, str | None, list[str]]:
+    text = log + "\n" + (stderr or "")
+    if "ERR_NVGPUCTRPERM" in text:
+        return ("counters-not-permitted",
+                "The GPU's performance counters are restricted to administrators on this host "
+                "(ERR_NVGPUCTRPERM), so Nsight Compute could not read them.",
+                ["Run the server as a user allowed to profile (root, or CAP_SYS_ADMIN in a container: "
+                 "--cap-add SYS_ADMIN).",
+                 "Or allow all users: options nvidia NVreg_RestrictProfilingToAdminUsers=0 in "
+                 "/etc/modprobe.d, then reload the driver (see NVIDIA's ERR_NVGPUCTRPERM page).",
+                 "`kernelscope doctor` checks this."])
+    if timed_out:
+        return ("timed-out",
+                f"The profiled run exceeded its {timeout_s:.0f} s limit and was killed. Kernel replay multiplies run "
+                "time by the number of passes per profiled launch.",
+                ["Profile fewer launches (launch_count, kernel_regex, launch_skip).",
+                 "Capture fewer sections (or the two-stage analyze tool).", "Raise timeout_s."])
+    if "No kernels were profiled" in text:
+        avail = []
+        grab = False
+        for ln in log.splitlines():
+            if ln.startswith("Available Kernels"):
+                grab = True
+                continue
+            if grab:
+                m = _AVAILABLE.match(ln)
+                if not m:
+                    break
+                avail.append(m.group(1).strip())
+        expl = "Nsight Compute profiled no kernels"
+        fixes = []
+        if avail:
+            expl += f": the filter matched none of the kernels launched ({', '.join(avail[:20])})"
+            fixes.append("Fix kernel_regex to match one of the names listed (function names, without arguments).")
+            fixes.append("Lower launch_skip if it skips past every matching launch.")
+        elif prep.ncu_flags:
+            expl += ": the candidate's forward call launched no CUDA kernel inside the profiled range"
+            fixes.append("Make sure ModelNew.forward runs its kernels on the GPU (not on the CPU, not cached).")
+        else:
+            expl += ": the program launched no kernels (or exited before it did)"
+            fixes.append("Check the program's exit status and output below; it must launch kernels on the GPU.")
+        fixes.append("Programs that launch kernels from child processes are covered (--target-processes all).")
+        return "no-kernels", expl + ".", fixes
+    if sig is not None and not have:
+        return ("program-failed", f"The profiled program died with {sig} before a report was written.",
+                ["Run it with the run tool (program mode) to see the crash; fix it, then profile."])
+    if not have:
+        errs = [ln for ln in log.splitlines() if ln.startswith("==ERROR==")]
+        return ("ncu-error",
+                "Nsight Compute wrote no report" + (f": {errs[0][10:].strip()}" if errs else
+                                                     f" (exit status {rc})") + ".",
+                ["Read the messages below; `kernelscope doctor` checks the ncu installation."])
+    if rc not in (0, None):
+        return ("ok", f"The report was written, but the program exited with status {rc}: its results may be "
+                      "partial.", [])
+    return "ok", None, []
+
+
+def harness_notes(ws: Path) -> list[str]:
+    """What the eval harness said about the profiled candidate (eval mode), as notes."""
+    path = ws / "result.json"
+    if not path.is_file():
+        return []
+    try:
+        res = json.loads(path.read_text())
+    except ValueError:
+        return []
+    notes = list(res.get("notes") or [])
+    if res.get("status") not in (None, "ok"):
+        notes.insert(0, f"the candidate failed in the profiled run: {res.get('error')}")
+    return [str(n)[:500] for n in notes][:10]
+
+
+def _store_report(path: Path, *, target: str, stage: str) -> str:
+    from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    aid = content_id({"ncu-report": digest})
+    art = get_store().put(ArtifactMeta(id=aid, kind="ncu-report", source_name=path.name,
+                                       extra={"target": target, "stage": stage}),
+                          {"report": ("report.ncu-rep", path)})
+    return art.id
+
+
+# ---------------------------------------------------------------------------------------- ncu_profile
+def _lease(gpu: int | None, cancel: threading.Event | None, on_wait: WaitCallback | None) -> Any:
+    if len(gpu_pool()) == 0:
+        raise NotAvailable("Profiling with Nsight Compute", "no GPU is visible to this server",
+                           "run kernelscope on a host with an NVIDIA GPU; recorded reports can still be read "
+                           "with bottleneck_classify and compare")
+    return gpu_pool().lease(gpu, cancel=cancel, on_wait=on_wait)
+
+
+# which rule families explain a class: among findings of equal severity, these lead
+CLASS_FAMILIES: dict[str, set[str]] = {
+    "memory-bound": {"memory"},
+    "compute-bound": {"compute", "tensor", "control", "instructions"},
+    "latency-bound": {"latency", "stalls", "memory", "control"},
+    "occupancy-limited": {"occupancy", "launch"},
+    "launch/tail-limited": {"launch", "occupancy"},
+}
+
+
+def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
+    """Most severe first; at equal severity, findings that explain the kernel's bottleneck class (the
+    limiter the roofline names) before the rest, then by estimated impact."""
+    from kernelscope.heuristics.registry import SEVERITY_RANK
+
+    fams = CLASS_FAMILIES.get(cls)
+    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9),
+                                           0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
+
+
+def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | None = None,
+                     overrides: dict[str, dict[str, float]] | None = None,
+                     extra: dict[str, list[Finding]] | None = None) -> list[KernelDiagnosis]:
+    """Class and ranked findings for each kernel (ncu rules, plus per-kernel extra findings)."""
+    from kernelscope.heuristics import load_all, run_rules
+    from kernelscope.heuristics.registry import merge
+    from kernelscope.tools.classify import classify
+
+    load_all()
+    out = []
+    for k in kernels:
+        found = run_rules("ncu", k, overrides=overrides, context=context)
+        bottleneck = classify(k)
+        found = rank_for_class(merge(found + (extra or {}).get(k.mangled_name, [])), bottleneck.cls)
+        out.append(KernelDiagnosis(
+            id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
+            block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,
+            findings=found, top_stalls=dict(list(k.stall_reasons.items())[:4]),
+            hot_lines=[f"{s.file}:{s.line}" + (f"  `{s.code}`" if s.code else "") for s in k.source_lines[:3]],
+            ncu_rule_titles=[r.title for r in k.ncu_rules if r.title and r.type in ("warning", "optimization")]))
+    return out
+
+
+def ncu_profile(req: ProfileRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                on_wait: WaitCallback | None = None) -> NcuProfileResult:
+    from kernelscope.tools.ncu import load_profile
+
+    s = ensure_dirs(settings)
+    _validate(req)
+    if not req.sections and not req.section_set and not req.metrics:
+        req = req.model_copy(update={"section_set": "detailed"})
+    _ncu_binary()
+    with Workspace(prefix="ncu-") as ws:
+        prep = prepare_target(req, ws.path, s)
+        with _lease(req.gpu, cancel, on_wait) as lease:
+            cap, report = run_capture(prep, req, ws=ws.path, lease=lease, s=s, name="profile",
+                                      timeout_s=req.timeout_s, cancel=cancel)
+        result = NcuProfileResult(status=cap.status, explanation=cap.explanation, fixes=cap.fixes, capture=cap,
+                                  mode=req.mode, gpu_wait_s=lease.waited_s, notes=harness_notes(ws.path))
+        if report is None:
+            return result
+        t0 = time.monotonic()
+        profile = load_profile(report, top_lines=req.top_lines)
+        result.report_id = _store_report(report, target=prep.display, stage="profile")
+        result.parse_s = round(time.monotonic() - t0, 3)
+    result.kernels_total = len(profile.kernels)
+    result.kernels = diagnose_kernels(profile.kernels[:MAX_KERNELS_IN_ANSWER])
+    return result
+
+
+# ---------------------------------------------------------------------------------------- analyze
+STAGE1_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
+STAGE1_METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__cycles_elapsed.avg",
+                  "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+                  "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+                  "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+# the class decides the deep sections and which rule families' metrics are collected
+STAGE2: dict[str, tuple[list[str], list[str]]] = {
+    "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
+                      "WarpStateStats"], ["memory", "stalls", "launch"]),
+    "latency-bound": (["WarpStateStats", "SchedulerStats", "SourceCounters", "MemoryWorkloadAnalysis"],
+                      ["stalls", "memory", "occupancy", "control", "latency", "launch"]),
+    "compute-bound": (["ComputeWorkloadAnalysis", "InstructionStats", "WarpStateStats", "SourceCounters"],
+                      ["compute", "instructions", "tensor", "stalls", "control", "launch"]),
+    "occupancy-limited": (["WarpStateStats", "SchedulerStats", "SourceCounters"],
+                          ["occupancy", "stalls", "memory", "launch"]),
+    "launch/tail-limited": (["SchedulerStats", "WarpStateStats", "SourceCounters"],
+                            ["launch", "occupancy", "stalls"]),
+    "mixed": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "ComputeWorkloadAnalysis",
+               "WarpStateStats", "SourceCounters"],
+              ["memory", "compute", "stalls", "control", "occupancy", "tensor", "launch", "latency"]),
+}
+
+
+def stage2_plan(classes: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """Sections, rule families and metrics for the deep stage of kernels of these classes."""
+    from kernelscope.heuristics import load_all
+    from kernelscope.heuristics.registry import REGISTRY
+
+    load_all()
+    sections: list[str] = []
+    families: list[str] = []
+    for c in classes:
+        secs, fams = STAGE2.get(c, STAGE2["mixed"])
+        sections += [x for x in secs if x not in sections]
+        families += [x for x in fams if x not in families]
+    metrics: list[str] = []
+    for r in REGISTRY.values():
+        if r.scope == "ncu" and r.family in families:
+            metrics += [m for m in r.metrics if m not in metrics]
+    return sections, families, metrics
+
+
+def _group(profile: Profile) -> list[tuple[str, list[KernelProfile]]]:
+    groups: dict[str, list[KernelProfile]] = {}
+    for k in profile.kernels:
+        groups.setdefault(k.mangled_name, []).append(k)
+    return sorted(groups.items(), key=lambda kv: -sum(k.duration_ns or 0.0 for k in kv[1]))
+
+
+def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelProfile:
+    """One kernel's light and deep captures as one profile: deep values win where both have one."""
+    if deep is None:
+        return light
+    data = light.model_dump()
+    for key, value in deep.model_dump().items():
+        if key in ("id", "metrics"):
+            continue
+        if value not in (None, [], {}):
+            data[key] = value
+    metrics = dict(light.metrics)
+    metrics.update({k: v for k, v in deep.metrics.items() if v.value is not None or k not in metrics})
+    data["metrics"] = metrics
+    return KernelProfile.model_validate(data)
+
+
+def artifact_evidence(artifact_id: str) -> tuple[list[Any], list[Any]]:
+    """SASS statistics and ptxas resources of a compiled artifact's kernels (empty where unavailable)."""
+    from kernelscope.models import CompileResult
+    from kernelscope.tools.artifacts import get_store
+    from kernelscope.tools.sass import sass_for_artifact
+
+    try:
+        stats = sass_for_artifact(artifact_id).kernels
+    except Exception:  # SASS is extra evidence: without cuobjdump the ncu rules still run
+        stats = []
+    art = get_store().get(artifact_id)
+    raw = (art.meta.extra.get("result") if art else None) or {}
+    try:
+        resources = CompileResult.model_validate(raw).kernels if raw else []
+    except ValueError:
+        resources = []
+    return list(stats), list(resources)
+
+
+def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, sass: list[Any] | None = None,
+                    ptxas: list[Any] | None = None,
+                    overrides: dict[str, dict[str, float]] | None = None) -> tuple[list[KernelDiagnosis], list[Any]]:
+    """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
+    and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
+    Returns the diagnoses and the launch groups (by total time)."""
+    from kernelscope.heuristics import load_all, run_rules
+
+    load_all()
+    groups = _group(light)
+    top = groups[:deep_kernels]
+    deep_by: dict[str, KernelProfile] = {}
+    for k in deep.kernels if deep is not None else []:
+        deep_by.setdefault(k.mangled_name, k)
+    names = {n for n, _ in top}
+    extra: dict[str, list[Finding]] = {}
+    ctx: dict[str, Any] = {"sass": {}, "ptxas": {},
+                           "launches": {n: len(ks) for n, ks in groups},
+                           "total_ns": {n: sum(k.duration_ns or 0.0 for k in ks) for n, ks in groups}}
+    for st in sass or []:
+        if st.mangled_name in names:
+            ctx["sass"][st.mangled_name] = st
+            extra.setdefault(st.mangled_name, []).extend(run_rules("sass", st, overrides=overrides))
+    for kr in ptxas or []:
+        if kr.mangled_name in names:
+            ctx["ptxas"][kr.mangled_name] = kr
+            extra.setdefault(kr.mangled_name, []).extend(run_rules("ptxas", [kr], overrides=overrides))
+    merged = [merge_profiles(max(ks, key=lambda k: k.duration_ns or 0.0), deep_by.get(n)) for n, ks in top]
+    diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
+    for d, (n, ks) in zip(diags, top, strict=True):
+        d.launches = len(ks)
+        d.total_duration_ns = ctx["total_ns"][n]
+    return diags, groups
+
+
+def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+            on_wait: WaitCallback | None = None, progress: Callable[[str], None] | None = None) -> AnalyzeResult:
+    from kernelscope.tools.classify import classify
+    from kernelscope.tools.ncu import load_profile
+
+    s = ensure_dirs(settings)
+    light_opts = NcuOptions(sections=STAGE1_SECTIONS, metrics=STAGE1_METRICS, kernel_regex=req.kernel_regex,
+                            launch_skip=req.launch_skip, launch_count=req.launch_count,
+                            clock_control=req.clock_control, import_source=False)
+    _validate(light_opts)
+    _ncu_binary()
+    t_all = time.monotonic()
+    stages: list[AnalyzeStage] = []
+    note = progress or (lambda _m: None)
+    with Workspace(prefix="analyze-") as ws:
+        prep = prepare_target(req, ws.path, s)
+        with _lease(req.gpu, cancel, on_wait) as lease:
+            # ---- stage 1: light capture of every launch, class per kernel
+            note("stage 1: speed of light, launch and occupancy of every launch")
+            t0 = time.monotonic()
+            cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
+                                     timeout_s=req.timeout_s, cancel=cancel)
+            result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
+                                   mode=req.mode, gpu_wait_s=lease.waited_s)
+            if rep1 is None:
+                stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, capture=cap1,
+                                           wall_s=round(time.monotonic() - t0, 3)))
+                result.stages = stages
+                return result
+            p1 = load_profile(rep1, top_lines=0)
+            result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
+            groups = _group(p1)
+            top = groups[:req.deep_kernels]
+            classes = {name: classify(max(ks, key=lambda k: k.duration_ns or 0.0)).cls for name, ks in top}
+            stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, capture=cap1,
+                                       wall_s=round(time.monotonic() - t0, 3),
+                                       kernels=[f"{ks[0].name}: {classes[n]}" for n, ks in top]))
+            # ---- stage 2: deep capture of the first launch of each top kernel
+            sections, families, metrics = stage2_plan(sorted(set(classes.values())))
+            note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
+            t0 = time.monotonic()
+            deep_opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control,
+                                   import_source=True)
+            names = "|".join(re.escape(n) for n, _ in top)
+            # program: the first launch of each top kernel; eval: the launches of the top kernels in
+            # the one profiled forward call
+            kid = f"::regex:^({names})$:1" if req.mode == "program" else f"::regex:^({names})$:"
+            if req.mode == "eval":
+                deep_opts.launch_count = max(len(top), 1) * 8
+            cap2, rep2 = run_capture(prep, deep_opts, ws=ws.path, lease=lease, s=s, name="stage2",
+                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
+        p2 = None
+        if rep2 is not None:
+            p2 = load_profile(rep2)
+            result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
+        stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, metrics=len(metrics),
+                                   capture=cap2, wall_s=round(time.monotonic() - t0, 3),
+                                   kernels=[ks[0].name for _, ks in top]))
+        result.notes += harness_notes(ws.path)
+        if cap2.status != "ok":
+            result.explanation = (f"The deep stage failed ({cap2.status}): {cap2.explanation} Findings below "
+                                  "use the light stage only.")
+        # ---- rules over the merged profiles, with SASS/ptxas evidence
+        t0 = time.monotonic()
+        sass, ptxas = artifact_evidence(prep.artifact_id) if req.sass and prep.artifact_id else ([], [])
+        diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
+                                        overrides=req.overrides)
+        stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3),
+                                   rule_families=families))
+    result.kernels = diags
+    result.kernels_total = len(groups)
+    result.launches_profiled = len(p1.kernels)
+    result.other_kernels = [f"{ks[0].name} ({len(ks)} launches, {sum(k.duration_ns or 0 for k in ks) / 1e3:.1f} us)"
+                            for _, ks in groups[req.deep_kernels:][:20]]
+    result.stages = stages
+    result.wall_s = round(time.monotonic() - t_all, 3)
+    return result
+

@@ -93,3 +93,31 @@ def test_program_and_eval_targets_are_exclusive(tmp_path: Path) -> None:
     t = prof.ProfileTarget(artifact_id="0" * 24, candidate="class ModelNew: pass")
     with pytest.raises(InputError, match="not both"):
         prof.prepare_target(t, tmp_path, __import__("kernelscope.config").config.get_settings())
+
+
+def test_no_kernels_log_is_explained_with_the_launched_names() -> None:
+    """ncu's own output (captured on the H100) for a filter that matches nothing."""
+    log = (FIX / "logs" / "no-kernels.log").read_text()
+    prep = prof.Prepared(argv=["program"], display="program")
+    status, expl, fixes = prof._diagnose(False, 0, None, log, "", False, prep, 60)
+    assert status == "no-kernels"
+    assert "coalesced_copy" in expl and "strided_copy" in expl
+    assert any("kernel_regex" in f for f in fixes)
+
+
+@pytest.mark.parametrize(("args", "status"), [
+    ((False, None, None, "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "", False),
+     "counters-not-permitted"),
+    ((True, None, "SIGKILL", "", "", False), "timed-out"),
+    ((False, None, "SIGSEGV", "", "", False), "program-failed"),
+    ((False, 1, None, "==ERROR== something else", "", False), "ncu-error"),
+    ((False, 3, None, "", "", True), "ok"),
+])
+def test_capture_failures_are_explained(args: tuple, status: str) -> None:
+    prep = prof.Prepared(argv=["program"], display="program")
+    got, expl, fixes = prof._diagnose(*args, prep, 60)
+    assert got == status
+    if status != "ok":
+        assert expl and fixes
+    else:
+        assert "status 3" in (expl or "")

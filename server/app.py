@@ -320,6 +320,8 @@ async def analyze_tool(
     deep_kernels: Annotated[int, Field(ge=1, le=20, description="Kernels (by total time) analyzed in "
                                                                 "depth.")] = 3,
     timeout_s: Annotated[float, Field(gt=0, le=3600, description="Limit per capture.")] = 300.0,
+    thresholds: Annotated[dict[str, dict[str, float]] | None, Field(
+        description="Rule threshold overrides, e.g. {\"launch.tiny-grid\": {\"max_sm_fraction\": 0.25}}.")] = None,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, AnalyzeResult]:
     """Find what limits a CUDA program's or a candidate's kernels and what to do about it. Stage 1
@@ -335,7 +337,7 @@ async def analyze_tool(
         req = prof.AnalyzeRequest(artifact_id=artifact_id, args=args or [], reference=reference,
                                   reference_path=reference_path, candidate=candidate, candidate_path=candidate_path,
                                   kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count,
-                                  deep_kernels=deep_kernels, timeout_s=timeout_s)
+                                  deep_kernels=deep_kernels, timeout_s=timeout_s, overrides=thresholds or {})
     except ValueError as e:
         raise ToolError(f"Invalid analyze request: {e}") from None
     if artifact_id is None and candidate is None and candidate_path is None:

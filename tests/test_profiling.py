@@ -121,3 +121,11 @@ def test_capture_failures_are_explained(args: tuple, status: str) -> None:
         assert expl and fixes
     else:
         assert "status 3" in (expl or "")
+
+
+def test_threshold_overrides_are_checked_by_name() -> None:
+    prof.check_overrides({"launch.tiny-grid": {"max_sm_fraction": 0.25}})
+    with pytest.raises(InputError, match=r"No rule 'launch\.nope'"):
+        prof.check_overrides({"launch.nope": {"x": 1.0}})
+    with pytest.raises(InputError, match="has no threshold bogus; it has: high_sm_fraction"):
+        prof.check_overrides({"launch.tiny-grid": {"bogus": 1.0}})

@@ -517,11 +517,26 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, 
     return diags, groups
 
 
+def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
+    """Unknown rules or threshold names are refused by name, with the valid ones."""
+    from kernelscope.heuristics import REGISTRY, load_all
+
+    load_all()
+    for rid, values in overrides.items():
+        if rid not in REGISTRY:
+            raise InputError(f"No rule {rid!r}; rules: {', '.join(sorted(REGISTRY))}.")
+        unknown = set(values) - set(REGISTRY[rid].thresholds)
+        if unknown:
+            raise InputError(f"Rule {rid} has no threshold {', '.join(sorted(unknown))}; it has: "
+                             f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
+
+
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
             on_wait: WaitCallback | None = None, progress: Callable[[str], None] | None = None) -> AnalyzeResult:
     from kernelscope.tools.classify import classify
     from kernelscope.tools.ncu import load_profile
 
+    check_overrides(req.overrides)
     s = ensure_dirs(settings)
     light_opts = NcuOptions(sections=STAGE1_SECTIONS, metrics=STAGE1_METRICS, kernel_regex=req.kernel_regex,
                             launch_skip=req.launch_skip, launch_count=req.launch_count,

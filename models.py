@@ -523,7 +523,8 @@ class AnalyzeStage(BaseModel):
     name: Literal["light", "deep", "rules"]
     sections: list[str] = Field(default_factory=list)
     rule_families: list[str] = Field(default_factory=list)
-    metrics: int = Field(0, description="Extra metrics the rules asked for.")
+    metrics: int = Field(0, description="Metrics named beyond the sections (stage 1: all of its metrics; stage 2: "
+                                        "those the rules of the chosen families need).")
     kernels: list[str] = Field(default_factory=list)
     capture: NcuCapture | None = None
     wall_s: float

@@ -55,6 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", help="comma-separated case prefixes (default: all)")
     ap.add_argument("--no-full", action="store_true", help="skip the ncu --set full baseline")
+    ap.add_argument("--skip-full", default="", help="comma-separated case prefixes without the baseline")
     ap.add_argument("--save-fixtures", type=Path, help="write each case's reports and evidence here")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = ap.parse_args()
@@ -83,14 +84,20 @@ def main() -> int:
         if res.status != "ok":
             print(f"{d.name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
         t_full = None
-        if not args.no_full:
+        if not args.no_full and not any(d.name.startswith(p) for p in args.skip_full.split(",") if p):
             exe = get_store().require(comp.artifact_id).path("executable")
             with tempfile.TemporaryDirectory() as tmp:
+                prog = Path(tmp) / "program"  # the store keeps files read-only; analyze copies it the same way
+                shutil.copyfile(exe, prog)  # type: ignore[arg-type]
+                prog.chmod(0o755)
                 t0 = time.monotonic()
-                subprocess.run([ncu, "--set", "full", "--import-source", "yes", "--clock-control", "none",
-                                "--launch-count", "512", "-f", "-o", f"{tmp}/full", str(exe)],
-                               check=True, capture_output=True)
+                r = subprocess.run([ncu, "--set", "full", "--import-source", "yes", "--clock-control", "none",
+                                    "--launch-count", "512", "-f", "-o", f"{tmp}/full", str(prog)],
+                                   capture_output=True, text=True)
                 t_full = time.monotonic() - t0
+                if r.returncode != 0:
+                    print(f"{d.name}: ncu --set full failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}", file=sys.stderr)
+                    return 1
         chk = check(case, cu.name, planted_line(cu), res)
         stage = {st.name: st.wall_s for st in res.stages}
         rows.append([d.name, f"{case['expected_class']} / {chk['class']}", "ok" if chk["class_ok"] else "WRONG",
@@ -108,7 +115,7 @@ def main() -> int:
             (out / "sass.json").write_text(sass_for_artifact(comp.artifact_id).model_dump_json(
                 indent=1, exclude={"listing_excerpt"}))
             (out / "analyze.json").write_text(res.model_dump_json(indent=1))
-        print(f"{d.name}: done in {t_an:.1f} s", file=sys.stderr, flush=True)
+        print(f"{d.name}: analyze {t_an:.1f} s, full {t_full or 0:.1f} s", file=sys.stderr, flush=True)
 
     print(device_line())
     print(table(["case", "expected / class", "class", "top finding", "top", "line", "twin", "light s", "deep s",

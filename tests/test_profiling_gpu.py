@@ -29,7 +29,7 @@ def test_analyze_program_two_stages_and_the_planted_finding() -> None:
     assert res.status == "ok", (res.explanation, res.stages)
     assert [s.name for s in res.stages] == ["light", "deep", "rules"]
     light, deep = res.stages[0], res.stages[1]
-    assert light.sections == ["SpeedOfLight", "LaunchStats", "Occupancy"] and light.wall_s > 0
+    assert light.metrics >= 20 and light.wall_s > 0
     assert "MemoryWorkloadAnalysis" in deep.sections and deep.capture and deep.capture.status == "ok"
     by = {k.mangled_name: k for k in res.kernels}
     bad = by["strided_copy"]

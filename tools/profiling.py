@@ -398,11 +398,24 @@ def ncu_profile(req: ProfileRequest, settings: Settings | None = None, *, cancel
 
 
 # ---------------------------------------------------------------------------------------- analyze
-STAGE1_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
-STAGE1_METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__cycles_elapsed.avg",
-                  "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
-                  "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
-                  "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+# Stage 1 names its metrics instead of sections: speed of light, launch configuration, occupancy and
+# the roofline counters, for every launch, in few replay passes and a few kB per launch (the three
+# sections cost ~0.33 s and ~50 kB per launch on an H100; a program with hundreds of launches felt it).
+# The top kernels get the SpeedOfLight, LaunchStats and Occupancy sections in stage 2, with ncu's advice.
+STAGE1_SECTIONS: list[str] = []
+STAGE1_METRICS = [
+    "gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "launch__grid_size", "launch__block_size", "launch__registers_per_thread", "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic", "launch__waves_per_multiprocessor", "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
+    "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct",
+    "device__attribute_multiprocessor_count", "device__attribute_display_name",
+    "dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__cycles_elapsed.avg",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+STAGE2_ALWAYS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
 # the class decides the deep sections and which rule families' metrics are collected
 STAGE2: dict[str, tuple[list[str], list[str]]] = {
     "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
@@ -427,7 +440,7 @@ def stage2_plan(classes: list[str]) -> tuple[list[str], list[str], list[str]]:
     from kernelscope.heuristics.registry import REGISTRY
 
     load_all()
-    sections: list[str] = []
+    sections: list[str] = list(STAGE2_ALWAYS)
     families: list[str] = []
     for c in classes:
         secs, fams = STAGE2.get(c, STAGE2["mixed"])
@@ -557,8 +570,8 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
                                    mode=req.mode, gpu_wait_s=lease.waited_s)
             if rep1 is None:
-                stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, capture=cap1,
-                                           wall_s=round(time.monotonic() - t0, 3)))
+                stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
+                                           capture=cap1, wall_s=round(time.monotonic() - t0, 3)))
                 result.stages = stages
                 return result
             p1 = load_profile(rep1, top_lines=0)
@@ -566,8 +579,8 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             groups = _group(p1)
             top = groups[:req.deep_kernels]
             classes = {name: classify(max(ks, key=lambda k: k.duration_ns or 0.0)).cls for name, ks in top}
-            stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, capture=cap1,
-                                       wall_s=round(time.monotonic() - t0, 3),
+            stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
+                                       capture=cap1, wall_s=round(time.monotonic() - t0, 3),
                                        kernels=[f"{ks[0].name}: {classes[n]}" for n, ks in top]))
             # ---- stage 2: deep capture of the first launch of each top kernel
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))

@@ -1,0 +1,72 @@
+"""The planted suite, replayed on CPU from real H100 captures: for each case the bad kernel gets the
+expected bottleneck class and, as its top finding, the planted rule at the planted source line; its
+fixed twin does not trigger that rule. The captures are the light and deep reports `analyze` took
+(tests/fixtures/planted/regenerate.sh), with the program's ptxas report and SASS statistics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelscope.models import AnalyzeResult, CompileResult, KernelDiagnosis, SassResult
+from kernelscope.tools.ncu import load_profile
+from kernelscope.tools.profiling import diagnose_stages, stage2_plan
+
+REPO = Path(__file__).resolve().parent.parent
+PLANTED = REPO / "examples" / "planted"
+FIX = Path(__file__).parent / "fixtures" / "planted"
+CASES = sorted(p.name for p in PLANTED.iterdir() if (p / "case.json").is_file())
+
+
+def test_the_suite_has_twelve_cases_each_with_a_capture() -> None:
+    assert len(CASES) >= 12
+    for c in CASES:
+        assert (FIX / c / "light.ncu-rep").is_file() and (FIX / c / "deep.ncu-rep").is_file(), c
+
+
+def _planted_line(case: str) -> int:
+    lines = (PLANTED / case / "planted.cu").read_text().splitlines()
+    marked = [i for i, ln in enumerate(lines, 1) if "// PLANTED" in ln]
+    assert len(marked) == 1, f"{case}: exactly one // PLANTED line"
+    return marked[0]
+
+
+def _replay(case: str) -> dict[str, KernelDiagnosis]:
+    d = FIX / case
+    light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
+    comp = CompileResult.model_validate_json((d / "compile.json").read_text())
+    sass = SassResult.model_validate_json((d / "sass.json").read_text())
+    diags, _ = diagnose_stages(light, deep, deep_kernels=4, sass=sass.kernels, ptxas=comp.kernels)
+    return {k.mangled_name: k for k in diags}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_planted_bottleneck_is_found(case: str) -> None:
+    spec = json.loads((PLANTED / case / "case.json").read_text())
+    kernels = _replay(case)
+    bad, fixed = kernels[spec["bad_kernel"]], kernels[spec["fixed_kernel"]]
+    assert bad.bottleneck.cls == spec["expected_class"], (bad.bottleneck.cls, bad.bottleneck.reasoning)
+    assert bad.findings, f"{case}: no finding for the bad kernel"
+    top = bad.findings[0]
+    assert top.rule == spec["expected_rule"], [(f.rule, f.severity, f.impact) for f in bad.findings]
+    assert top.diagnosis and top.evidence and top.fixes
+    assert all(f.expected_effect for f in top.fixes)
+    if spec.get("line_expected", True):
+        assert top.line and f"planted.cu:{_planted_line(case)} " in top.line + " ", top.line
+    assert all(f.rule != spec["expected_rule"] for f in fixed.findings), fixed.findings
+    assert bad.launches == spec.get("bad_launches", 1)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_recorded_answer_matches_the_replay(case: str) -> None:
+    """analyze's own answer on the device (analyze.json) agrees with the replay of its reports."""
+    rec = AnalyzeResult.model_validate_json((FIX / case / "analyze.json").read_text())
+    kernels = _replay(case)
+    for k in rec.kernels:
+        assert kernels[k.mangled_name].bottleneck.cls == k.bottleneck.cls
+    light = next(s for s in rec.stages if s.name == "light")
+    deep = next(s for s in rec.stages if s.name == "deep")
+    classes = sorted({entry.rsplit(": ", 1)[1] for entry in light.kernels})  # "name: class" per kernel
+    assert deep.sections == stage2_plan(classes)[0]

@@ -30,6 +30,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--problem", default="softmax")
     ap.add_argument("--timing-budget", type=float, default=0.5, help="the run tool's default")
+    ap.add_argument("--load-inline-runs", type=int, default=None,
+                    help="runs of the load_inline side (default: --runs; each is a ~60 s build)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ks-evalspeed-"))
     use_private_store([tmp])
@@ -42,7 +44,8 @@ def main() -> None:
     for label, (path, marker) in paths.items():
         src = path.read_text()
         results[label] = []
-        for i in range(args.runs + 1):
+        runs = args.runs if label != "load_inline" or args.load_inline_runs is None else args.load_inline_runs
+        for i in range(runs + 1):
             cand = tmp / f"cand_{uuid.uuid4().hex[:8]}.py"
             cand.write_text(with_nonce(src, marker))
             r = eval_candidate(EvalRequest(reference_path=str(prob / "reference.py"), candidate_path=str(cand),
@@ -54,7 +57,8 @@ def main() -> None:
                 results[label].append((r.wall_s, r.harness_wall_s or 0.0, r.verdict))
     fast = median([w for w, _, _ in results["fast path (NVRTC)"]])
     slow = median([w for w, _, _ in results["load_inline"]])
-    print(f"\nEnd-to-end eval of a new candidate, {args.problem} ({device_line()}), median of {args.runs}:")
+    print(f"\nEnd-to-end eval of a new candidate, {args.problem} ({device_line()}), median of "
+          f"{', '.join(f'{len(v)} ({k})' for k, v in results.items())}:")
     rows = [[label, median([w for w, _, _ in v]), median([h for _, h, _ in v]), ", ".join(x for _, _, x in v)]
             for label, v in results.items()]
     print(table(["path", "wall s", "harness s", "verdicts"], rows))

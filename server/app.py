@@ -475,7 +475,7 @@ def artifact_resource(artifact_id: str) -> str:
 
 @mcp.resource("kernelscope://artifacts/{artifact_id}/{role}", name="artifact-file",
               description="A file of an artifact: source, compile-log, sass, sass-lineinfo (text) or cubin, "
-                          "executable (binary).")
+                          "executable, report (an Nsight Compute .ncu-rep from analyze/ncu_profile; binary).")
 def artifact_file_resource(artifact_id: str, role: str) -> str | bytes:
     art = _artifact(artifact_id)
     p = art.path(role)

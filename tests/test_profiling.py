@@ -129,3 +129,18 @@ def test_threshold_overrides_are_checked_by_name() -> None:
         prof.check_overrides({"launch.nope": {"x": 1.0}})
     with pytest.raises(InputError, match="has no threshold bogus; it has: high_sm_fraction"):
         prof.check_overrides({"launch.tiny-grid": {"bogus": 1.0}})
+
+
+def test_report_artifacts_feed_the_recorded_report_tools() -> None:
+    """A report stored the way analyze/ncu_profile store theirs is usable by id in classify and compare."""
+    from kernelscope.tools.classify import classify_report
+    from kernelscope.tools.compare import compare_profiles
+
+    rid = prof._store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")
+    assert rid == prof._store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")  # by content
+    res = classify_report(rid, kernel="copy_strided")
+    assert [k.bottleneck.cls for k in res.kernels] == ["memory-bound"]
+    cmp = compare_profiles(rid, rid, before_kernel="copy_strided", after_kernel="copy_coalesced")
+    assert cmp.speedup and cmp.speedup > 5
+    with pytest.raises(KernelscopeError, match="No artifact|not found|no artifact"):
+        classify_report("f" * 24)

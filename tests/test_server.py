@@ -293,3 +293,28 @@ async def test_compare_strided_then_coalesced(client: Client) -> None:
     assert "Resolved: Uncoalesced global memory access" in _text(r)
     bad = await client.call_tool("compare", {"before_report": rep, "after_report": rep})
     assert bad.is_error and "exactly one kernel" in _text(bad)
+
+
+@pytest.mark.parametrize(("tool", "args", "needle"), [
+    ("analyze", {}, "Give a target"),
+    ("ncu_profile", {}, "Give a target"),
+    ("analyze", {"artifact_id": "0" * 24, "thresholds": {"launch.nope": {"x": 1}}}, "No rule 'launch.nope'"),
+    ("ncu_profile", {"artifact_id": "0" * 24, "sections": ["Speed Of Light"]}, "section identifiers"),
+    ("ncu_profile", {"artifact_id": "0" * 24, "kernel_regex": "("}, "not a valid regular expression"),
+])
+async def test_profiling_tools_refuse_bad_input(client: Client, tool: str, args: dict, needle: str) -> None:
+    r = await client.call_tool(tool, args)
+    assert r.is_error and needle in _text(r), _text(r)
+
+
+async def test_analyze_without_ncu_or_gpu_is_explained(client: Client) -> None:
+    from kernelscope.tools.profiling import _ncu_binary
+
+    try:
+        _ncu_binary()
+    except Exception:
+        pass
+    else:
+        pytest.skip("ncu is installed here; this covers hosts without it")
+    r = await client.call_tool("analyze", {"artifact_id": "0" * 24})
+    assert r.is_error and "ncu" in _text(r) and "Nsight Compute" in _text(r), _text(r)

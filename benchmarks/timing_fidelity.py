@@ -89,7 +89,22 @@ def calibrate_spin(target_us: float) -> int:
     return max(1, int(target_us / per_cycle))
 
 
+def _in_subprocess(*args: str) -> float:
+    """do_bench and the spin calibration run in a child process: the benchmark process itself never
+    holds a CUDA context (like the MCP server), so its allocations cannot shape the evaluations'."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--do-bench-child":
+        print(do_bench_us(Path(sys.argv[2]), Path(sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--calibrate-child":
+        print(calibrate_spin(float(sys.argv[2])))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--kernels", default=",".join(KERNELS))
@@ -114,7 +129,7 @@ def main() -> None:
         meds = [evaluate(ref, better).timings["candidate"].median_us for _ in range(args.calls)]
         med = sorted(meds)[len(meds) // 2]
         spread = 100.0 * (max(meds) - min(meds)) / med
-        db = do_bench_us(better, ref)
+        db = _in_subprocess("--do-bench-child", str(better), str(ref))
         repro_rows.append([name, med, spread, "yes" if spread < 1.0 else "NO", db, 100.0 * (med - db) / db,
                            "yes" if abs(med - db) / db < 0.03 else "NO"])
         print(f"{name}: medians {[round(m, 2) for m in meds]} do_bench {db:.2f}", file=sys.stderr)
@@ -125,10 +140,10 @@ def main() -> None:
         ident = [evaluate(ident_ref, better) for _ in range(args.calls)]
         ident_verdicts = [r.verdict for r in ident]
         # planted slowdown: + a spin kernel of 5% of the median
-        cycles = calibrate_spin(0.05 * med)
+        cycles = int(_in_subprocess("--calibrate-child", str(0.05 * med)))
         slow = tmp / f"{name}_slow.py"
         slow.write_text(WRAP.format(ref=str(ref), cand=str(better), cls="_Base") + SLOW.format(cycles=cycles))
-        planted = 100.0 * (do_bench_us(slow, ref) - db) / db
+        planted = 100.0 * (_in_subprocess("--do-bench-child", str(slow), str(ref)) - db) / db
         slow_runs = [evaluate(ident_ref, slow) for _ in range(args.calls)]
         slow_verdicts = [r.verdict for r in slow_runs]
         sp = [r.speedups[0].speedup for r in slow_runs]

@@ -101,7 +101,34 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     d.add_argument("--no-probe", action="store_true", help="skip the active ncu/nsys probes (faster)")
     d.set_defaults(fn=cmd_doctor)
+
+    o = sub.add_parser("optimize", help="tree search over a knob-annotated candidate, through the MCP tools")
+    o.add_argument("reference", help="KernelBench-style reference module (Model, get_inputs, get_init_inputs)")
+    o.add_argument("candidate", help="candidate template defining ModelNew, with `@knob NAME v1 v2 ...` lines")
+    o.add_argument("--out", required=True, help="run directory (reused to resume an interrupted run)")
+    o.add_argument("--budget", type=int, default=20, help="evaluations, the starting candidate included")
+    o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
+    o.add_argument("--server", help="URL of a running server, or a command starting one over stdio "
+                                    "(default: this Python's `kernelscope serve`)")
+    o.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    o.add_argument("--timing-budget", type=float, default=0.5, help="seconds of timed runs per evaluation")
+    o.add_argument("--trials", type=int, default=3, help="correctness trials per evaluation")
+    o.set_defaults(fn=cmd_optimize)
     return p
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from kernelscope.agent.optimize import run_cli
+
+    for f in (args.reference, args.candidate):
+        if not os.path.isfile(f):
+            print(f"kernelscope optimize: {f} is not a file", file=sys.stderr)
+            return 2
+    try:
+        return run_cli(args)
+    except ValueError as e:  # no knobs, bad knob values
+        print(f"kernelscope optimize: {e}", file=sys.stderr)
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

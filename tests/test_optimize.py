@@ -1,0 +1,65 @@
+"""`kernelscope optimize` end to end on CPU: the real server over stdio, the offline knob proposer,
+MCTS, the run directory, and resuming an interrupted run."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelscope.agent.optimize import OptimizeConfig, optimize, outcome_from_run
+
+pytestmark = pytest.mark.anyio
+CASE = Path(__file__).parent / "agentcases" / "chunked_sum"
+AGENT = Path(__file__).resolve().parent.parent / "agent"
+
+
+def test_agent_uses_only_the_mcp_tools() -> None:
+    """agent/ never imports kernelscope.tools (or sandbox, heuristics, server): it must work remotely."""
+    for py in AGENT.rglob("*.py"):
+        tree = ast.parse(py.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for n in names:
+                assert not n.startswith(("kernelscope.tools", "kernelscope.sandbox", "kernelscope.heuristics",
+                                         "kernelscope.server")), f"{py}: imports {n}"
+
+
+def test_run_answers_map_to_outcomes() -> None:
+    ok = {"eval": {"status": "ok", "verdict": "faster", "correctness": {"correct": True},
+                   "speedups": [{"baseline": "eager", "speedup": 1.8}]}}
+    assert outcome_from_run(ok, None).speedup == 1.8
+    bad = {"eval": {"status": "ok", "verdict": "incorrect", "correctness": {"correct": False}}}
+    assert outcome_from_run(bad, None).status == "incorrect"
+    assert outcome_from_run(None, "The candidate source has a Python syntax error at line 3").status == \
+        "compile-error"
+
+
+async def test_optimize_end_to_end_on_cpu_and_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cfg = OptimizeConfig(reference=CASE / "reference.py", candidate=CASE / "candidate.py", out=out, budget=6,
+                         device="cpu", timing_budget_s=0.1, trials=2, server=None)
+    s = await optimize(cfg)
+    assert s.evaluations == 6 and s.reused == 0
+    assert s.best_status == "correct" and s.best_speedup and s.start_speedup
+    assert s.best_speedup > s.start_speedup  # fewer chunks beat 256 column slices
+    assert s.best_config["CHUNKS"] != "256"
+    assert (out / "best.py").read_text().count("CHUNKS = ") == 1
+    assert len(list((out / "evals").glob("*.json"))) == 6 and len(list((out / "candidates").glob("*.py"))) == 6
+    tree = json.loads((out / "tree.json").read_text())
+    assert tree["id"] == 0 and tree["children"]
+    # resume: a larger budget reuses the six evaluations already in the run directory
+    s2 = await optimize(cfg.model_copy(update={"budget": 8}))
+    assert s2.reused == 6 and s2.evaluations == 8 and s2.best_speedup >= s.best_speedup * 0.5
+
+
+def test_cli_refuses_missing_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kernelscope.cli import main
+
+    assert main(["optimize", str(tmp_path / "nope.py"), str(CASE / "candidate.py"), "--out", str(tmp_path)]) == 2
+    assert "is not a file" in capsys.readouterr().err
+    assert sys.executable

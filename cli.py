@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
@@ -13,12 +12,9 @@ from kernelscope._version import __version__
 
 
 def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    from kernelscope.server.http import is_loopback
+
+    return is_loopback(host)
 
 
 def _apply_settings(args: argparse.Namespace) -> None:
@@ -49,14 +45,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         server.run("stdio")
         return 0
-    if not _is_loopback(args.host):
+    from kernelscope.server.http import build_app, read_token
+
+    try:
+        raw = os.environ.get("KERNELSCOPE_HTTP_TOKEN")
+        if args.token_file:
+            with open(args.token_file) as f:
+                raw = f.readline()
+        token = read_token(raw)
+    except (OSError, ValueError) as e:
+        print(f"kernelscope: {e}", file=sys.stderr)
+        return 2
+    if not _is_loopback(args.host) and token is None:
         print(
-            f"kernelscope: refusing to bind {args.host}: the HTTP transport has no authentication yet, so it only "
-            "binds loopback addresses (127.0.0.1, ::1, localhost). Reach it remotely through an SSH tunnel.",
+            f"kernelscope: refusing to bind {args.host} without a bearer token: give one with --token-file FILE or "
+            "KERNELSCOPE_HTTP_TOKEN (at least 16 characters), or bind a loopback address (127.0.0.1, ::1, "
+            "localhost) and tunnel.",
             file=sys.stderr,
         )
         return 2
-    server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+    import uvicorn
+
+    app = build_app(server, host=args.host, port=args.port, path=args.path, token=token,
+                    allow_origins=args.allow_origin or [], allow_hosts=args.allow_host or [])
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
 
 
@@ -90,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--path", default="/mcp", help="HTTP endpoint path")
+    s.add_argument("--token-file", metavar="FILE",
+                   help="HTTP: require `Authorization: Bearer <first line of FILE>` (or set KERNELSCOPE_HTTP_TOKEN); "
+                        "required to bind a non-loopback address")
+    s.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                   help="HTTP: a browser Origin to accept besides loopback ones (repeatable)")
+    s.add_argument("--allow-host", action="append", metavar="HOST[:PORT]",
+                   help="HTTP: a Host header to accept besides loopback and the bind address (repeatable)")
     s.add_argument("--no-prewarm", action="store_true",
                    help="do not start the evaluation worker (torch imported once) at startup")
     s.add_argument("--log-level", default=os.environ.get("KERNELSCOPE_LOG_LEVEL", "WARNING"),

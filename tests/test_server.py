@@ -195,8 +195,66 @@ async def test_streamable_http_session(tmp_path: Path) -> None:
 def test_http_refuses_non_loopback_bind(capsys: pytest.CaptureFixture[str]) -> None:
     from kernelscope.cli import main
 
-    assert main(["serve", "--transport", "http", "--host", "0.0.0.0", "--port", "1"]) == 2
-    assert "refusing to bind" in capsys.readouterr().err
+    assert main(["serve", "--transport", "http", "--host", "0.0.0.0", "--port", "1", "--no-prewarm"]) == 2
+    assert "without a bearer token" in capsys.readouterr().err
+
+
+def test_http_token_must_be_long_enough(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from kernelscope.cli import main
+
+    (tmp_path / "tok").write_text("short\n")
+    assert main(["serve", "--transport", "http", "--host", "0.0.0.0", "--port", "1", "--no-prewarm",
+                 "--token-file", str(tmp_path / "tok")]) == 2
+    assert "at least 16 characters" in capsys.readouterr().err
+
+
+def test_http_bearer_token_and_origin_are_enforced(tmp_path: Path) -> None:
+    """A server started with a token: no token or a wrong one -> 401; the right one -> MCP answers; a
+    foreign browser Origin -> refused even with the token (DNS-rebinding protection)."""
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    def post(url: str, body: dict, headers: dict) -> tuple[int, dict, str]:
+        req = urllib.request.Request(url, data=_json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=20) as r:
+                return r.status, dict(r.headers), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read().decode()
+
+    token = "t0ken-" + "x" * 26
+    (tmp_path / "tok").write_text(token + "\n")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port), "--no-prewarm",
+         "--home", str(tmp_path), "--root", str(tmp_path), "--token-file", str(tmp_path / "tok")],
+        env=_serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "0"}}}
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        assert post(url, init, base)[0] == 401
+        code, headers, _ = post(url, init, {**base, "Authorization": "Bearer wrong-token-wrong-token"})
+        assert code == 401 and headers.get("www-authenticate") == "Bearer"
+        code, _, text = post(url, init, {**base, "Authorization": f"Bearer {token}"})
+        assert code == 200 and "serverInfo" in text, text
+        code, _, _ = post(url, init, {**base, "Authorization": f"Bearer {token}", "Origin": "http://evil.example"})
+        assert code in (400, 403), code
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_cli_version() -> None:

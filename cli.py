@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     o.add_argument("--timing-budget", type=float, default=0.5, help="seconds of timed runs per evaluation")
     o.add_argument("--trials", type=int, default=3, help="correctness trials per evaluation")
+    o.add_argument("--proposer", choices=["auto", "offline", "anthropic", "openai"], default="auto",
+                   help="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY, else offline "
+                        "knob tuning")
+    o.add_argument("--model", help="LLM model (OpenAI-compatible endpoints: required; base URL from "
+                                   "OPENAI_BASE_URL)")
     o.set_defaults(fn=cmd_optimize)
     return p
 

@@ -47,6 +47,10 @@ class OptimizeConfig(BaseModel):
     trials: int = Field(3, ge=1, le=100)
     tolerance: Literal["strict", "default", "kernelbench"] = "default"
     timeout_s: float = Field(300.0, gt=0, le=3600)
+    proposer: Literal["auto", "offline", "anthropic", "openai"] = Field(
+        "auto", description="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, "
+                            "else the offline knob proposer.")
+    model: str | None = Field(None, description="LLM model name (anthropic default: claude-sonnet-4-5).")
 
 
 class OptimizeSummary(BaseModel):
@@ -58,6 +62,9 @@ class OptimizeSummary(BaseModel):
     start_speedup: float | None
     best_status: str
     history: list[float] = Field(description="Best log2 speedup after each evaluation.")
+    proposer: str
+    llm_calls: int = 0
+    llm_tokens: dict[str, int] = Field(default_factory=dict)
     wall_s: float
     out: str
 
@@ -98,6 +105,37 @@ def _server_params(cfg: OptimizeConfig) -> Any:
     return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cfg.out))
 
 
+def resolve_proposer(cfg: OptimizeConfig) -> str:
+    if cfg.proposer != "auto":
+        return cfg.proposer
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai"
+    return "offline"
+
+
+def make_expander(cfg: OptimizeConfig, template: str, reference: str) -> tuple[Any, Any, str]:
+    """The proposer (as a search expander), its starting candidate, and the name actually used."""
+    name = resolve_proposer(cfg)
+    knobs = parse_knobs(template)
+    if name == "offline":
+        exp = KnobExpander(knobs)
+        return exp, exp.start(), name
+    from kernelscope.agent.proposers import AnthropicClient, LLMExpander, OpenAIClient
+    from kernelscope.agent.search.knobs import default_config
+
+    if name == "anthropic":
+        client: Any = AnthropicClient(model=cfg.model or "claude-sonnet-4-5")
+    else:
+        if not cfg.model:
+            raise ValueError("the openai proposer needs --model (the endpoint's model name)")
+        client = OpenAIClient(model=cfg.model)
+    start = apply_knobs(template, default_config(knobs)) if knobs else template
+    exp = LLMExpander(client, reference)
+    return exp, exp.start(start), name
+
+
 def _key_file(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20] + ".json"
 
@@ -107,8 +145,13 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 
     template = cfg.candidate.read_text()
     reference = cfg.reference.read_text()
-    knobs = parse_knobs(template)
-    expander = KnobExpander(knobs)
+    expander, start, proposer = make_expander(cfg, template, reference)
+
+    def source_of(payload: dict[str, str]) -> str:
+        return payload["source"] if "source" in payload else apply_knobs(template, payload)
+
+    def key_of(payload: dict[str, str]) -> str:
+        return expander.key(payload["source"]) if "source" in payload else expander.key(payload)
     for sub in ("candidates", "evals"):
         (cfg.out / sub).mkdir(parents=True, exist_ok=True)
     (cfg.out / "config.json").write_text(cfg.model_dump_json(indent=1))
@@ -116,21 +159,34 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
     counts = {"reused": 0}
 
     async with Client(_server_params(cfg)) as client:
-        async def evaluate_async(config: dict[str, str]) -> Outcome:
-            key = expander.key(config)
-            cached = cfg.out / "evals" / _key_file(key)
-            if cached.is_file():
-                counts["reused"] += 1
-                return Outcome(**json.loads(cached.read_text())["outcome"])
-            source = apply_knobs(template, config)
+        async def run_tool(source: str) -> tuple[Outcome, str, Any]:
             args = {"mode": "eval", "reference": reference, "candidate": source, "device": cfg.device,
                     "trials": cfg.trials, "tolerance": cfg.tolerance, "timing_budget_s": cfg.timing_budget_s,
                     "timeout_s": cfg.timeout_s}
             r = await client.call_tool("run", args)
             text = "\n".join(getattr(b, "text", "") for b in r.content)
             out = outcome_from_run(None if r.is_error else r.structured_content, text if r.is_error else None)
-            rec = {"key": key, "config": config, "outcome": out.__dict__, "summary": text[:4000],
-                   "result": None if r.is_error else r.structured_content}
+            return out, text, None if r.is_error else r.structured_content
+
+        async def evaluate_async(payload: dict[str, str]) -> Outcome:
+            key = key_of(payload)
+            cached = cfg.out / "evals" / _key_file(key)
+            if cached.is_file():
+                counts["reused"] += 1
+                rec = json.loads(cached.read_text())
+                if rec.get("repaired_source"):
+                    payload["source"] = rec["repaired_source"]
+                return Outcome(**rec["outcome"])
+            source = source_of(payload)
+            out, text, result = await run_tool(source)
+            repaired = None
+            if out.status == "compile-error" and hasattr(expander, "repair"):  # one bounded repair turn
+                fixed = await anyio.to_thread.run_sync(expander.repair, source, out.note or text)
+                if fixed is not None:
+                    out, text, result = await run_tool(fixed)
+                    payload["source"] = repaired = fixed
+            rec = {"key": key, "payload": payload, "outcome": out.__dict__, "summary": text[:4000],
+                   "result": result, "repaired_source": repaired}
             cached.write_text(json.dumps(rec, indent=1, default=str))
             return out
 
@@ -139,17 +195,19 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 
         def search() -> SearchState:
             strategy = STRATEGIES[cfg.strategy]()
-            return run_search(strategy, expander, evaluate, expander.start(), budget=cfg.budget, on_step=on_step)
+            return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=on_step)
 
         st = await anyio.to_thread.run_sync(search)
 
     for n in st.nodes:
-        (cfg.out / "candidates" / f"{n.id:04d}.py").write_text(apply_knobs(template, n.payload))
+        (cfg.out / "candidates" / f"{n.id:04d}.py").write_text(source_of(n.payload))
     (cfg.out / "tree.json").write_text(json.dumps(st.root.to_dict(), indent=1))
     best = st.best
-    (cfg.out / "best.py").write_text(apply_knobs(template, best.payload))
+    (cfg.out / "best.py").write_text(source_of(best.payload))
     summary = OptimizeSummary(
-        evaluations=len(st.nodes), reused=counts["reused"], best_id=best.id, best_config=best.payload,
+        evaluations=len(st.nodes), reused=counts["reused"], best_id=best.id,
+        best_config={k: v for k, v in best.payload.items() if k != "source"},
+        proposer=proposer, llm_calls=getattr(expander, "calls", 0), llm_tokens=dict(getattr(expander, "tokens", {})),
         best_speedup=best.outcome.speedup, start_speedup=st.root.outcome.speedup, best_status=best.outcome.status,
         history=[round(h, 4) for h in st.history], wall_s=round(time.monotonic() - t0, 2), out=str(cfg.out))
     (cfg.out / "summary.json").write_text(summary.model_dump_json(indent=1))
@@ -160,7 +218,8 @@ def run_cli(args: Any) -> int:
     """`kernelscope optimize`: print one line per evaluation and the summary."""
     cfg = OptimizeConfig(reference=Path(args.reference), candidate=Path(args.candidate), out=Path(args.out),
                          budget=args.budget, strategy=args.strategy, server=args.server, device=args.device,
-                         timing_budget_s=args.timing_budget, trials=args.trials)
+                         timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
+                         model=args.model)
 
     def show(st: SearchState) -> None:
         n = st.nodes[-1]
@@ -171,5 +230,7 @@ def run_cli(args: Any) -> int:
     summary = anyio.run(lambda: optimize(cfg, on_step=show))
     print(f"best: node {summary.best_id} {summary.best_config} at {summary.best_speedup or 0:.3f}x over the reference "
           f"(start {summary.start_speedup or 0:.3f}x), {summary.evaluations} evaluations "
-          f"({summary.reused} reused) in {summary.wall_s:.1f} s; run directory {summary.out}")
+          f"({summary.reused} reused) in {summary.wall_s:.1f} s; proposer {summary.proposer}"
+          + (f" ({summary.llm_calls} LLM calls, {summary.llm_tokens} tokens)" if summary.llm_calls else "")
+          + f"; run directory {summary.out}")
     return 0

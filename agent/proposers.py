@@ -1,0 +1,148 @@
+"""LLM proposers: a model writes the next candidate from the problem, the current code, its bottleneck
+class, the ranked findings and the search memory.
+
+Two providers through their official SDKs: Anthropic (``ANTHROPIC_API_KEY``, optional
+``ANTHROPIC_BASE_URL``) and any OpenAI-compatible endpoint (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``;
+vLLM, ollama, OpenAI). Replies are parsed for one fenced Python block defining ``ModelNew``; a reply
+without one gets one follow-up asking for it, and a candidate that does not compile gets one repair
+turn with the error. Tokens are counted per call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernelscope.agent.search.strategies import Candidate
+from kernelscope.agent.search.tree import Node, SearchMemory
+
+SYSTEM = """\
+You optimize GPU kernels. You receive a PyTorch reference (Model, get_inputs, get_init_inputs) and the \
+current candidate (a Python module defining ModelNew with the same constructor, whose CUDA runs through \
+kernelscope.fast.CudaKernel (NVRTC) or torch.utils.cpp_extension.load_inline), with its measured result, \
+the bottleneck class from the profiler and the ranked findings. Write ONE improved candidate that must \
+stay numerically correct. Address the top finding first. Do not call the reference's torch operations \
+for the main work, do not cache results, do not use other streams. Reply with a one-line rationale, then \
+the whole module in a single ```python block."""
+
+_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+
+
+def extract_code(reply: str) -> str | None:
+    """The last fenced Python block that defines ModelNew, or None."""
+    blocks = [b for b in _BLOCK.findall(reply) if "ModelNew" in b]
+    return blocks[-1].strip() + "\n" if blocks else None
+
+
+def rationale(reply: str) -> str:
+    head = reply.split("```", 1)[0].strip().splitlines()
+    return (head[0] if head else "model proposal")[:160]
+
+
+def build_prompt(reference: str, node: Node, memory: SearchMemory, source: str) -> str:
+    o = node.outcome
+    result = (f"correct, {o.speedup:.3f}x over the reference" if o.ok and o.speedup else
+              f"{o.status}: {o.note}" if o.note else o.status)
+    findings = "\n".join(f"- {f}" for f in o.findings) or "- (no profile findings for this candidate)"
+    return (f"## Reference\n```python\n{reference.strip()}\n```\n\n"
+            f"## Current candidate (node {node.id}: {result})\n```python\n{source.strip()}\n```\n\n"
+            f"## Bottleneck class\n{o.bottleneck or 'not profiled'}\n\n## Findings (most severe first)\n{findings}\n\n"
+            f"## What the search has tried\n{memory.summary()}\n\n"
+            "Write the improved candidate.")
+
+
+class LLMClient(Protocol):
+    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
+        """The reply text and token usage {"input": n, "output": n}."""
+
+
+@dataclass
+class AnthropicClient:
+    model: str
+    max_tokens: int = 8192
+    api_key: str | None = None
+    base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        import anthropic
+
+        self._c = anthropic.Anthropic(api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY"),
+                                      base_url=self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None)
+
+    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
+        r = self._c.messages.create(model=self.model, max_tokens=self.max_tokens, system=system,
+                                    messages=[{"role": "user", "content": user}])
+        text = "".join(getattr(b, "text", "") for b in r.content)
+        return text, {"input": r.usage.input_tokens, "output": r.usage.output_tokens}
+
+
+@dataclass
+class OpenAIClient:
+    model: str
+    api_key: str | None = None
+    base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        import openai
+
+        self._c = openai.OpenAI(api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "none",
+                                base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None)
+
+    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
+        r = self._c.chat.completions.create(model=self.model, messages=[{"role": "system", "content": system},
+                                                                        {"role": "user", "content": user}])
+        usage = r.usage
+        tokens = {"input": getattr(usage, "prompt_tokens", 0) or 0,
+                  "output": getattr(usage, "completion_tokens", 0) or 0}
+        return r.choices[0].message.content or "", tokens
+
+
+@dataclass
+class LLMExpander:
+    """Children of a node are the model's rewrites of the node's code (up to ``max_children`` each)."""
+
+    client: LLMClient
+    reference: str
+    max_children: int = 6
+    calls: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0})
+    _tried: dict[int, int] = field(default_factory=dict)
+
+    @staticmethod
+    def key(source: str) -> str:
+        return "src:" + hashlib.sha256(source.encode()).hexdigest()[:24]
+
+    def start(self, source: str) -> Candidate:
+        return Candidate(self.key(source), {"source": source}, "start")
+
+    def _ask(self, user: str) -> str:
+        text, usage = self.client.complete(SYSTEM, user)
+        self.calls += 1
+        for k in ("input", "output"):
+            self.tokens[k] += int(usage.get(k, 0))
+        return text
+
+    def expand(self, node: Node, memory: SearchMemory, seen: set[str]) -> Candidate | None:
+        for _ in range(self.max_children - self._tried.get(node.id, 0)):
+            self._tried[node.id] = self._tried.get(node.id, 0) + 1
+            reply = self._ask(build_prompt(self.reference, node, memory, node.payload["source"]))
+            code = extract_code(reply)
+            if code is None:  # one follow-up for the missing block
+                reply = self._ask("Your reply had no ```python block defining ModelNew. Reply with the whole module "
+                                  "in one ```python block.\n\n" + reply[:4000])
+                code = extract_code(reply)
+            if code is not None and self.key(code) not in seen:
+                return Candidate(self.key(code), {"source": code}, "llm: " + rationale(reply))
+        return None
+
+    def repair(self, source: str, error: str) -> str | None:
+        """One repair turn for a candidate that did not build."""
+        reply = self._ask(f"This candidate failed to build or import:\n```\n{error[:3000]}\n```\n\n"
+                          f"```python\n{source}\n```\nFix it. Reply with the whole module in one ```python block.")
+        return extract_code(reply)
+
+    def sample(self, rng: Any, seen: set[str]) -> Candidate | None:
+        return None  # random search has no meaning for a generative proposer

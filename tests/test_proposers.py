@@ -1,0 +1,139 @@
+"""LLM proposers over real HTTP: a loopback server speaks Anthropic's Messages API and the OpenAI
+chat-completions API; the official SDKs talk to it; the optimize loop runs end to end on CPU with
+each, including the follow-up for a reply without code and the repair turn for a broken candidate."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+
+from kernelscope.agent.optimize import OptimizeConfig, optimize
+from kernelscope.agent.proposers import extract_code, rationale
+from kernelscope.agent.search.knobs import apply_knobs
+
+CASE = Path(__file__).parent / "agentcases" / "chunked_sum"
+
+
+class FakeModel:
+    """Rewrites the current candidate with a quarter of its CHUNKS; its 2nd reply has no code block and
+    its 3rd a syntax error, so the follow-up and the repair turn are exercised."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def reply(self, user: str) -> str:
+        n = len(self.calls)
+        if "failed to build" in user:
+            code = extract_code(user) or ""
+            return "Fixed the typo.\n```python\n" + code.replace("def forward(self, x):(", "def forward(self, x):") \
+                .replace("acc = = ", "acc = ") + "```"
+        if "no ```python block" in user:
+            return "Sorry.\n```python\n" + self._rewrite(self._last_source) + "```"
+        m = re.search(r"## Current candidate.*?```python\n(.*?)```", user, re.S)
+        src = m.group(1) if m else ""
+        self._last_source = src
+        if n == 1:
+            return "I would use fewer chunks."  # no code: the proposer asks again
+        code = self._rewrite(src)
+        if n == 3:
+            code = code.replace("acc = torch.zeros", "acc = = torch.zeros")  # a syntax error: repair turn
+        return f"Fewer, larger slices cut per-op overhead.\n```python\n{code}```"
+
+    @staticmethod
+    def _rewrite(src: str) -> str:
+        m = re.search(r"^CHUNKS = (\d+)", src, re.M)
+        chunks = max(1, int(m.group(1)) // 4) if m else 1
+        return re.sub(r"^CHUNKS = \d+.*$", f"CHUNKS = {chunks}", src, flags=re.M)
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[str, FakeModel]]:
+    model = FakeModel()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            user = body["messages"][-1]["content"]
+            model.calls.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                                "body": body})
+            text = model.reply(user if isinstance(user, str) else json.dumps(user))
+            if self.path.endswith("/v1/messages"):
+                out = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                       "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 50}}
+            else:
+                out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+            data = json.dumps(out).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", model
+    finally:
+        srv.shutdown()
+
+
+def test_code_extraction() -> None:
+    reply = "Use float4.\n```python\nclass ModelNew: pass\n```\nor\n```py\nclass ModelNew: x = 1\n```"
+    assert extract_code(reply) == "class ModelNew: x = 1\n"
+    assert extract_code("```python\nprint(1)\n```") is None
+    assert rationale(reply) == "Use float4."
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("which", ["anthropic", "openai"])
+async def test_llm_proposer_end_to_end(which: str, provider: tuple[str, FakeModel], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    url, model = provider
+    if which == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    start = tmp_path / "start.py"  # a plain (knob-free) starting candidate: 256 chunks
+    start.write_text(apply_knobs((CASE / "candidate.py").read_text(), {"CHUNKS": "256", "WIDE_ACC": "0"}))
+    cfg = OptimizeConfig(reference=CASE / "reference.py", candidate=start, out=tmp_path / "run", budget=4,
+                         device="cpu", timing_budget_s=0.1, trials=2, proposer=which,
+                         model="test-model", strategy="greedy")
+    s = await optimize(cfg)
+    assert s.proposer == which and s.evaluations == 4
+    assert s.best_status == "correct" and s.best_speedup > s.start_speedup
+    assert "CHUNKS = 1" in (tmp_path / "run" / "best.py").read_text() or "CHUNKS = 4" in \
+        (tmp_path / "run" / "best.py").read_text()
+    assert s.llm_calls == len(model.calls) >= 5 and s.llm_tokens == {"input": 100 * s.llm_calls,
+                                                                      "output": 50 * s.llm_calls}
+    first = model.calls[0]
+    if which == "anthropic":
+        assert first["path"].endswith("/v1/messages") and "anthropic-version" in first["headers"]
+        h = first["headers"]  # the SDK sends the key as x-api-key or as a bearer token, by version
+        assert h.get("x-api-key") == "sk-ant-test" or h.get("authorization") == "Bearer sk-ant-test"
+        assert "You optimize GPU kernels" in first["body"]["system"]
+    else:
+        assert first["path"].endswith("/v1/chat/completions")
+        assert first["headers"].get("authorization") == "Bearer sk-test"
+    prompt = first["body"]["messages"][-1]["content"]
+    assert "## Reference" in prompt and "## Findings" in prompt and "## What the search has tried" in prompt
+    assert any("failed to build" in c["body"]["messages"][-1]["content"] for c in model.calls)  # the repair turn
+    evals = [json.loads(p.read_text()) for p in (tmp_path / "run" / "evals").glob("*.json")]
+    assert any(e.get("repaired_source") for e in evals)

@@ -280,6 +280,8 @@ class EvalResult(BaseModel):
     wall_s: float = Field(0.0, description="Whole evaluation, process start to result.")
     harness_wall_s: float | None = None
     phases_s: dict[str, float] = Field(default_factory=dict, description="Harness time per phase (seconds).")
+    samples_us: dict[str, list[float]] | None = Field(None, description="Every timed sample per side (µs), when "
+                                                                        "keep_samples was asked for.")
     gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")
     build_s: float | None = Field(
         None, description="C++/CUDA extension build (load_inline) done before taking the GPU, if any.")

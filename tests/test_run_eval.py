@@ -191,3 +191,10 @@ def test_gpu_requested_without_a_gpu_says_so() -> None:
         pytest.skip("this host has a GPU")
     with pytest.raises(NotAvailable, match=r"no NVIDIA GPU is visible.*device='cpu'"):
         evaluate("ok_softmax.py", device="cuda")
+
+
+def test_kept_samples_reach_the_client() -> None:
+    r = evaluate("ok_softmax.py", keep_samples=True)
+    assert r.samples_us is not None and set(r.samples_us) == {"candidate", "reference"}
+    assert len(r.samples_us["candidate"]) == r.timings["candidate"].runs
+    assert evaluate("ok_softmax.py").samples_us is None

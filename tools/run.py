@@ -352,7 +352,7 @@ def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalRe
             energy={k: EnergyReading(**v) for k, v in (raw.get("energy") or {}).items()},
             flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
             ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"),
-            phases_s=raw.get("phases_s") or {}, traceback=raw.get("traceback"),
+            phases_s=raw.get("phases_s") or {}, traceback=raw.get("traceback"), samples_us=raw.get("samples_us"),
             stderr_tail=stderr_tail if raw.get("status") != "ok" else None,
         )
     except ValidationError as e:

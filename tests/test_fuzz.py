@@ -72,3 +72,53 @@ def test_mixed_valid_and_invalid_calls(kernelscope_home: Path, batch: list[tuple
     asyncio.run(go())
     after = {p for p in Path("/tmp").iterdir() if p.name.startswith("kernelscope")}
     assert after == before
+
+
+# ------------------------------------------------------------------ the tools that refuse fast (no GPU here)
+profile_target = st.fixed_dictionaries({}, optional={
+    "artifact_id": st.one_of(st.text(max_size=30), st.sampled_from(["0" * 24, "../" * 8, "A" * 24])),
+    "args": st.one_of(st.lists(st.text(max_size=20), max_size=3), junk),
+    "reference": st.one_of(st.text(max_size=60), st.sampled_from(["import os; os.system('id')", "class Model: pass"])),
+    "candidate_path": path, "kernel_regex": st.one_of(st.text(max_size=12), st.sampled_from(["(", ".*", "a{99999}"])),
+    "launch_skip": st.one_of(st.integers(-3, 10**7), junk), "launch_count": st.one_of(st.integers(-3, 10**5), junk),
+    "timeout_s": st.one_of(st.floats(), junk),
+})
+analyze_args = st.one_of(profile_target, profile_target.map(lambda d: {**d, "thresholds": {"launch.tiny-grid": {
+    "max_sm_fraction": 0.1}, "x": {"y": 1}}}), profile_target.map(lambda d: {**d, "deep_kernels": 999}))
+ncu_args = st.one_of(profile_target, profile_target.map(lambda d: {**d, "sections": ["SpeedOfLight", "a;b"],
+                                                                   "metrics": ["dram__bytes.sum", "$(id)"]}),
+                     profile_target.map(lambda d: {**d, "section_set": "everything"}))
+compare_args = st.fixed_dictionaries({"before_report": path, "after_report": path}, optional={
+    "before_kernel": st.text(max_size=8), "after_kernel": st.one_of(st.text(max_size=8), junk)})
+fast_calls = st.one_of(st.tuples(st.just("analyze"), analyze_args), st.tuples(st.just("ncu_profile"), ncu_args),
+                       st.tuples(st.just("compare"), compare_args), st.tuples(st.just("sass"), sass_args),
+                       st.tuples(st.just("bottleneck_classify"), classify_args))
+SEEN = {"calls": 0}
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fast_calls, min_size=4, max_size=4))
+def test_thousand_argument_sets_for_the_profiling_and_report_tools(kernelscope_home: Path,
+                                                                    batch: list[tuple[str, dict]]) -> None:
+    """250 examples x 4 calls = 1,000 generated argument sets per run, through a real MCP client."""
+
+    async def go() -> None:
+        async with Client(mcp) as c:
+            for name, args in batch:
+                r = await c.call_tool(name, args)
+                SEEN["calls"] += 1
+                if r.is_error:
+                    assert "Internal error" not in _text(r), (name, args, _text(r))
+                    assert len(_text(r)) > len(f"Error executing tool {name}: "), _text(r)
+                else:
+                    assert r.structured_content is not None
+
+    asyncio.run(go())
+
+
+def test_the_fuzz_above_made_at_least_a_thousand_calls() -> None:
+    if SEEN["calls"] == 0:
+        import pytest
+
+        pytest.skip("run together with the fuzz test above")
+    assert SEEN["calls"] >= 1000

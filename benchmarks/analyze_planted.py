@@ -64,6 +64,7 @@ def main() -> int:
     from kernelscope.tools.artifacts import get_store
     from kernelscope.tools.compile import CompileRequest, compile_cuda
     from kernelscope.tools.profiling import AnalyzeRequest, analyze
+    from kernelscope.tools.run import stage_program
     from kernelscope.tools.sass import sass_for_artifact
     from kernelscope.tools.toolchain import require
 
@@ -87,9 +88,7 @@ def main() -> int:
         if not args.no_full and not any(d.name.startswith(p) for p in args.skip_full.split(",") if p):
             exe = get_store().require(comp.artifact_id).path("executable")
             with tempfile.TemporaryDirectory() as tmp:
-                prog = Path(tmp) / "program"  # the store keeps files read-only; analyze copies it the same way
-                shutil.copyfile(exe, prog)  # type: ignore[arg-type]
-                prog.chmod(0o755)
+                prog = stage_program(exe, Path(tmp))  # type: ignore[arg-type]  # as analyze does
                 t0 = time.monotonic()
                 r = subprocess.run([ncu, "--set", "full", "--import-source", "yes", "--clock-control", "none",
                                     "--launch-count", "512", "-f", "-o", f"{tmp}/full", str(prog)],

@@ -145,26 +145,14 @@ class Prepared(BaseModel):
 
 
 def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
-    from kernelscope.tools.artifacts import get_store
-    from kernelscope.tools.run import _ARG_RE, HARNESS, _read_source
+    from kernelscope.tools.run import HARNESS, _read_source, program_artifact, stage_program
 
     if t.artifact_id is not None:
         if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
             raise InputError("Give either `artifact_id` (program mode) or a reference and candidate (eval mode), "
                              "not both.")
-        art = get_store().require(t.artifact_id)
-        exe = art.path("executable")
-        if exe is None:
-            raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an executable: compile a program with "
-                             "main() (output='executable'), or profile kernels in eval mode.")
-        for a in t.args:
-            if not _ARG_RE.match(a):
-                raise InputError(f"Program argument {a[:40]!r} refused: printable ASCII only, at most 4096 "
-                                 "characters.")
-        local = ws / "program"
-        local.write_bytes(exe.read_bytes())
-        local.chmod(0o755)
-        return Prepared(argv=[str(local), *t.args], binary=str(exe), artifact_id=art.id,
+        art, exe = program_artifact(t.artifact_id, t.args, otherwise=", or profile kernels in eval mode.")
+        return Prepared(argv=[str(stage_program(exe, ws)), *t.args], binary=str(exe), artifact_id=art.id,
                         display=f"artifact {art.id} ({art.meta.source_name or 'program'})")
     ref = _read_source(t.reference, t.reference_path, "reference", s)
     cand = _read_source(t.candidate, t.candidate_path, "candidate", s)
@@ -453,6 +441,11 @@ def stage2_plan(classes: list[str]) -> tuple[list[str], list[str], list[str]]:
     return sections, families, metrics
 
 
+def _longest(launches: list[KernelProfile]) -> KernelProfile:
+    """The launch that represents a kernel: its longest profiled one."""
+    return max(launches, key=lambda k: k.duration_ns or 0.0)
+
+
 def _group(profile: Profile) -> list[tuple[str, list[KernelProfile]]]:
     groups: dict[str, list[KernelProfile]] = {}
     for k in profile.kernels:
@@ -522,7 +515,7 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, 
         if kr.mangled_name in names:
             ctx["ptxas"][kr.mangled_name] = kr
             extra.setdefault(kr.mangled_name, []).extend(run_rules("ptxas", [kr], overrides=overrides))
-    merged = [merge_profiles(max(ks, key=lambda k: k.duration_ns or 0.0), deep_by.get(n)) for n, ks in top]
+    merged = [merge_profiles(_longest(ks), deep_by.get(n)) for n, ks in top]
     diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
     for d, (n, ks) in zip(diags, top, strict=True):
         d.launches = len(ks)
@@ -569,19 +562,19 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                                      timeout_s=req.timeout_s, cancel=cancel)
             result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
                                    mode=req.mode, gpu_wait_s=lease.waited_s)
+            light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS), capture=cap1,
+                                 wall_s=round(time.monotonic() - t0, 3))
+            stages.append(light)
             if rep1 is None:
-                stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
-                                           capture=cap1, wall_s=round(time.monotonic() - t0, 3)))
                 result.stages = stages
                 return result
             p1 = load_profile(rep1, top_lines=0)
             result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
             groups = _group(p1)
             top = groups[:req.deep_kernels]
-            classes = {name: classify(max(ks, key=lambda k: k.duration_ns or 0.0)).cls for name, ks in top}
-            stages.append(AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
-                                       capture=cap1, wall_s=round(time.monotonic() - t0, 3),
-                                       kernels=[f"{ks[0].name}: {classes[n]}" for n, ks in top]))
+            classes = {name: classify(_longest(ks)).cls for name, ks in top}
+            light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
+            light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
             # ---- stage 2: deep capture of the first launch of each top kernel
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))
             note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")

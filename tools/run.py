@@ -42,7 +42,7 @@ from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.artifacts import get_store
+from kernelscope.tools.artifacts import Artifact, get_store
 from kernelscope.tools.toolchain import ToolMissing, require
 
 log = logging.getLogger("kernelscope.tools.run")
@@ -364,25 +364,37 @@ def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalRe
 _ARG_RE = re.compile(r"^[\x20-\x7e]{0,4096}$")
 
 
-def run_program(req: ProgramRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
-                on_wait: WaitCallback | None = None) -> ProgramResult:
-    s = ensure_dirs(settings)
-    art = get_store().require(req.artifact_id)
+def program_artifact(artifact_id: str, args: list[str], *, otherwise: str) -> tuple[Artifact, Path]:
+    """An artifact and its executable, with the program's command-line arguments checked. ``otherwise`` ends the
+    refusal for an artifact that is not an executable (what to do instead)."""
+    art = get_store().require(artifact_id)
     exe = art.path("executable")
     if exe is None:
         raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an executable: compile a program with main() "
-                         "(output='executable') to run it, or use eval mode for kernels.")
-    for a in req.args:
+                         f"(output='executable'){otherwise}")
+    for a in args:
         if not _ARG_RE.match(a):
             raise InputError(f"Program argument {a[:40]!r} refused: printable ASCII only, at most 4096 characters.")
+    return art, exe
+
+
+def stage_program(exe: Path, ws: Path) -> Path:
+    """A private, executable copy of a stored program in a job's workspace (the store keeps files read-only)."""
+    local = ws / "program"
+    local.write_bytes(exe.read_bytes())
+    local.chmod(0o755)
+    return local
+
+
+def run_program(req: ProgramRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                on_wait: WaitCallback | None = None) -> ProgramResult:
+    s = ensure_dirs(settings)
+    art, exe = program_artifact(req.artifact_id, req.args, otherwise=" to run it, or use eval mode for kernels.")
     if len(gpu_pool()) == 0:
         raise NotAvailable("Running a CUDA program", "no GPU is visible to this server",
                            "run kernelscope on a host with an NVIDIA GPU (compile and sass work without one)")
     with Workspace(prefix="run-") as ws, gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
-        local = ws.path / "program"
-        local.write_bytes(exe.read_bytes())
-        local.chmod(0o755)
-        argv = [str(local), *req.args]
+        argv = [str(stage_program(exe, ws.path)), *req.args]
         note = None
         if req.kernel_times:
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernelscope.heuristics.memory import hottest_line, share
+from kernelscope.heuristics.memory import hottest_line, stall_share
 from kernelscope.heuristics.registry import rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
@@ -17,8 +17,7 @@ from kernelscope.models import Evidence, Finding, Fix, KernelProfile
                   "min_achieved_occupancy_pct": 50.0},
       supersedes=("stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _dependent(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
-    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
-    ls = share(stalls.get("long_scoreboard"), sum(stalls.values()))
+    ls, cycles = stall_share(k, "long_scoreboard")
     mem, sm = k.memory_throughput_pct, k.sm_throughput_pct
     if ls is None or mem is None or sm is None:
         return
@@ -28,7 +27,6 @@ def _dependent(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]
     if ach is None or ach < th["min_achieved_occupancy_pct"]:
         return  # too few warps: the occupancy and launch rules name the cause
     line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
-    cycles = stalls.get("long_scoreboard", 0.0)
     yield Finding(
         rule="latency.dependent-loads", family="latency", kernel=k.name, line=line, severity="high",
         impact=min(1.0, ls / 100), title="Latency-bound: dependent memory loads",

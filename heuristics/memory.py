@@ -37,6 +37,14 @@ def share(part: float | None, whole: float | None) -> float | None:
     return 100.0 * part / whole if part is not None and whole else None
 
 
+def stall_share(k: KernelProfile, reason: str) -> tuple[float | None, float]:
+    """The share (%) of stall cycles spent on ``reason``, the issuing states ('selected', 'not_selected')
+    left out, and its cycles per issued instruction; the share is None when the reason was not captured."""
+    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
+    cycles = stalls.get(reason)
+    return share(cycles, sum(stalls.values())), cycles or 0.0
+
+
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
       thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0})
@@ -308,9 +316,7 @@ def _nonvec(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -
       metrics=("l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct"))
 def _cache(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
     l1, l2 = k.l1_hit_rate_pct, k.l2_hit_rate_pct
-    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
-    total = sum(stalls.values())
-    ls = share(stalls.get("long_scoreboard"), total)
+    ls, _ = stall_share(k, "long_scoreboard")
     if l1 is None or l2 is None or ls is None:
         return
     if l1 > th["max_l1_hit_pct"] or l2 > th["max_l2_hit_pct"] or ls < th["min_long_scoreboard_share_pct"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kernelscope.heuristics.memory import hottest_line
+from kernelscope.heuristics.memory import hottest_line, stall_share
 from kernelscope.heuristics.registry import rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
@@ -94,13 +94,8 @@ def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
       thresholds={"min_share_pct": 25.0, "high_share_pct": 40.0},
       metrics=("launch__barrier_count", "smsp__inst_executed_op_bar.sum"))
 def _barrier(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
-    stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected", "not_selected")}
-    total = sum(stalls.values())
-    cycles = stalls.get("barrier", 0.0)
-    if total <= 0 or cycles <= 0:
-        return
-    pct = 100.0 * cycles / total
-    if pct < th["min_share_pct"]:
+    pct, cycles = stall_share(k, "barrier")
+    if pct is None or cycles <= 0 or pct < th["min_share_pct"]:
         return
     line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_barrier")
     yield Finding(

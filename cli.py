@@ -1,4 +1,5 @@
-"""The ``kernelscope`` command: ``serve`` (the MCP server) and ``doctor`` (the capability report)."""
+"""The ``kernelscope`` command: ``serve`` (the MCP server), ``doctor`` (the capability report) and ``optimize``
+(the reference agent)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ import sys
 from collections.abc import Sequence
 
 from kernelscope._version import __version__
-
-
-def _is_loopback(host: str) -> bool:
-    from kernelscope.server.http import is_loopback
-
-    return is_loopback(host)
 
 
 def _apply_settings(args: argparse.Namespace) -> None:
@@ -45,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         server.run("stdio")
         return 0
-    from kernelscope.server.http import build_app, read_token
+    from kernelscope.server.http import build_app, is_loopback, read_token
 
     try:
         raw = os.environ.get("KERNELSCOPE_HTTP_TOKEN")
@@ -56,7 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"kernelscope: {e}", file=sys.stderr)
         return 2
-    if not _is_loopback(args.host) and token is None:
+    if not is_loopback(args.host) and token is None:
         print(
             f"kernelscope: refusing to bind {args.host} without a bearer token: give one with --token-file FILE or "
             "KERNELSCOPE_HTTP_TOKEN (at least 16 characters), or bind a loopback address (127.0.0.1, ::1, "

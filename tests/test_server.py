@@ -166,22 +166,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_streamable_http_session(tmp_path: Path) -> None:
+def _start_http(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, int]:
+    """`kernelscope serve --transport http` on a free loopback port, once it accepts connections."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
-         "--home", str(tmp_path), "--root", str(tmp_path)],
+         "--home", str(tmp_path), "--root", str(tmp_path), *extra],
         env=_serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "the server exited") from None
+            time.sleep(0.2)
+    return proc, port
+
+
+async def test_streamable_http_session(tmp_path: Path) -> None:
+    proc, port = _start_http(tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                time.sleep(0.2)
         async with Client(f"http://127.0.0.1:{port}/mcp") as c:
             r = await c.call_tool("compile", {"source": SAXPY})
             assert not r.is_error and r.structured_content["success"]
@@ -225,26 +232,13 @@ def test_http_bearer_token_and_origin_are_enforced(tmp_path: Path) -> None:
 
     token = "t0ken-" + "x" * 26
     (tmp_path / "tok").write_text(token + "\n")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port), "--no-prewarm",
-         "--home", str(tmp_path), "--root", str(tmp_path), "--token-file", str(tmp_path / "tok")],
-        env=_serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    proc, port = _start_http(tmp_path, "--no-prewarm", "--token-file", str(tmp_path / "tok"))
     url = f"http://127.0.0.1:{port}/mcp"
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                        "clientInfo": {"name": "t", "version": "0"}}}
     base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                time.sleep(0.2)
         assert post(url, init, base)[0] == 401
         code, headers, _ = post(url, init, {**base, "Authorization": "Bearer wrong-token-wrong-token"})
         assert code == 401 and headers.get("www-authenticate") == "Bearer"

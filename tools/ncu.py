@@ -156,19 +156,19 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
 MAX_REPORT_BYTES = 2 << 30
 
 
-_REPORT_ID = re.compile(r"^[0-9a-f]{24}$")
-
-
 def load_user_report(path: str) -> Profile:
     """Load a report a client names: the id of a report artifact (from ncu_profile or analyze), or a
     path under the allowed roots to an .ncu-rep of at most 2 GiB."""
     from kernelscope.config import get_settings
     from kernelscope.sandbox.paths import resolve_user_path
+    from kernelscope.tools.artifacts import check_id, get_store
 
-    if _REPORT_ID.match(path.strip().lower()):
-        from kernelscope.tools.artifacts import get_store
-
-        art = get_store().require(path.strip().lower())
+    try:
+        report_id = check_id(path)
+    except InputError:  # not an id: a path
+        report_id = None
+    if report_id is not None:
+        art = get_store().require(report_id)
         rep = art.path("report")
         if rep is None:
             raise InputError(f"Artifact {art.id} is a {art.meta.kind}, not an Nsight Compute report.")

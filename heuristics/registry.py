@@ -60,8 +60,7 @@ def merge(findings: Iterable[Finding]) -> list[Finding]:
     """Rank findings from several evidence sources (ncu, SASS, ptxas) for one kernel, dropping those a
     more specific rule's finding supersedes (its evidence is then part of that finding)."""
     found = list(findings)
-    ids = {f.rule for f in found}
-    dropped = {s for f in found if f.rule in REGISTRY for s in REGISTRY[f.rule].supersedes if f.rule in ids}
+    dropped = {s for f in found if f.rule in REGISTRY for s in REGISTRY[f.rule].supersedes}
     seen: set[tuple[str, str | None]] = set()
     out = []
     for f in rank(found):

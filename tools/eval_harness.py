@@ -395,12 +395,10 @@ class Harness:
         cap = int(self.cfg.get("rotate_inputs", 4))
         return max(1, min(cap, (1 << 30) // max(nbytes, 1)))
 
-    def time_interleaved(self, fns: dict[str, Any], feeds: dict[str, list[Any]] | list[dict[str, list[Any]]]
-                         ) -> dict[str, list[float]]:
+    def time_interleaved(self, fns: dict[str, Any], sets: list[dict[str, list[Any]]]) -> dict[str, list[float]]:
         """Time each fn per call (µs), alternating order each round, L2 flushed before every call; the
-        input sets in ``feeds`` are used in turn, one per round (both sides of a round see the same)."""
+        input sets are used in turn, one per round (both sides of a round see the same)."""
         t = self.torch
-        sets = feeds if isinstance(feeds, list) else [feeds]
         inputs = sets[0]
         names = list(fns)
         samples: dict[str, list[float]] = {n: [] for n in names}

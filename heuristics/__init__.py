@@ -20,6 +20,7 @@ def load_all() -> None:
         occupancy,
         resources,
         stalls,
+        system,
     )
 
 

@@ -64,7 +64,8 @@ class GpuPool:
     def lease(self, device: int | None = None, *, cancel: threading.Event | None = None,
               on_wait: Callable[[int, float], None] | None = None) -> Iterator[Lease]:
         """Hold one GPU (``device`` or the first free) for the duration of the block. While queued,
-        ``on_wait(jobs_ahead, waited_s)`` is called about once a second."""
+        ``on_wait(jobs_ahead, waited_s)`` is called as soon as the job has to queue, then about once a
+        second."""
         if not self.visible:
             raise InputError("No GPU is visible to this server, so GPU jobs cannot run here.")
         if device is not None and not 0 <= device < len(self.visible):
@@ -74,7 +75,7 @@ class GpuPool:
             ticket = self._next
             self._next += 1
             self._queue.append(ticket)
-            last_report = 0.0
+            last_report = -1.0  # report at once when queued, then every second
             try:
                 while True:
                     ahead = self._queue.index(ticket)

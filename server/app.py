@@ -34,6 +34,7 @@ from kernelscope.models import (
     NcuProfileResult,
     RunResult,
     SassResult,
+    TraceResult,
 )
 from kernelscope.server.summaries import (
     analyze_summary,
@@ -44,6 +45,7 @@ from kernelscope.server.summaries import (
     profile_summary,
     program_summary,
     sass_summary,
+    trace_summary,
 )
 
 log = logging.getLogger("kernelscope.server")
@@ -65,6 +67,8 @@ kernelscope gives you real GPU performance tools for CUDA kernels. Typical flow:
    the deep sections, and the rules give ranked findings with evidence, source lines and fixes.
    `ncu_profile` is the raw capture with sections/filters you choose; `bottleneck_classify` and
    `compare` work on recorded reports (paths, or the report ids these tools return).
+6. `nsys_trace` (program, Python script or eval target): the timeline between kernels (launch
+   overhead, idle gaps, copies, synchronizations, allocations) with system-level findings.
 Every answer starts with a short diagnosis; the structured result has all the data, and full
 listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 """
@@ -351,6 +355,53 @@ async def analyze_tool(
 
 
 @mcp.tool(
+    name="nsys_trace",
+    title="System trace: the timeline between kernels",
+    annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                open_world_hint=False),
+)
+async def nsys_trace_tool(
+    artifact_id: Annotated[str | None, Field(description="program: an executable artifact from compile.")] = None,
+    args: Annotated[list[str] | None, Field(description="program/script: command-line arguments.")] = None,
+    script: Annotated[str | None, Field(description="script: Python source to run and trace.")] = None,
+    script_path: Annotated[str | None, Field(description="script: or a .py under the allowed roots.")] = None,
+    reference: Annotated[str | None, Field(description="eval: reference module source.")] = None,
+    reference_path: Annotated[str | None, Field(description="eval: or a reference .py path.")] = None,
+    candidate: Annotated[str | None, Field(description="eval: candidate module source (ModelNew).")] = None,
+    candidate_path: Annotated[str | None, Field(description="eval: or a candidate .py path.")] = None,
+    calls: Annotated[int, Field(ge=1, le=1000, description="eval: forward calls inside the traced range.")] = 20,
+    backend: Annotated[Literal["auto", "nsys", "cupti"], Field(
+        description="auto: Nsight Systems where it can build reports here, else the CUPTI tracer.")] = "auto",
+    gap_threshold_us: Annotated[float, Field(ge=0, le=1e6, description="Shorter idle spells are not gaps.")] = 2.0,
+    timeout_s: Annotated[float, Field(gt=0, le=3600, description="Limit for the traced run.")] = 300.0,
+    thresholds: Annotated[dict[str, dict[str, float]] | None, Field(
+        description="Rule threshold overrides, e.g. {\"system.launch-overhead\": {\"min_overhead_pct\": 10}}.")] = None,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, TraceResult]:
+    """Trace what happens between kernels: run a program, a Python script or an eval candidate under
+    Nsight Systems (or CUPTI where nsys cannot build reports, which the answer says) and get the
+    timeline as numbers: GPU busy vs idle, kernels by time share, copies by direction (pageable or
+    pinned, sync or async), host CUDA API time, idle gaps and their cause, NVTX ranges, and a system
+    class (launch-bound, host-bound, copy-bound, gpu-bound). Rules flag launch overhead, copies in the
+    hot loop, pageable copies, synchronizations, idle gaps, allocation churn, copies not overlapped
+    with compute and a dominant kernel, with fixes. The timeline is a Chrome/Perfetto JSON resource."""
+    from kernelscope.tools import tracing as tr
+
+    try:
+        req = tr.TraceRequest(artifact_id=artifact_id, args=args or [], script=script, script_path=script_path,
+                              reference=reference, reference_path=reference_path, candidate=candidate,
+                              candidate_path=candidate_path, calls=calls, backend=backend,
+                              gap_threshold_us=gap_threshold_us, timeout_s=timeout_s, overrides=thresholds or {})
+    except ValueError as e:
+        raise ToolError(f"Invalid nsys_trace request: {e}") from None
+    if artifact_id is None and script is None and script_path is None and candidate is None and candidate_path is None:
+        raise ToolError("Give a target: `artifact_id` (an executable from compile), a Python `script`, or a "
+                        "reference and a candidate.")
+    result = await _call(tr.trace, req, cancellable=True, on_wait=_progress_reporter(ctx))
+    return _result(result, trace_summary(result))
+
+
+@mcp.tool(
     name="ncu_profile",
     title="Nsight Compute profile",
     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
@@ -463,7 +514,7 @@ async def capabilities_resource() -> str:
     return report.model_dump_json(indent=2)
 
 
-_TEXT_ROLES = {"source", "compile-log", "sass", "sass-lineinfo"}
+_TEXT_ROLES = {"source", "compile-log", "sass", "sass-lineinfo", "trace"}
 
 
 @mcp.resource("kernelscope://artifacts/{artifact_id}", name="artifact", mime_type="application/json",
@@ -475,7 +526,8 @@ def artifact_resource(artifact_id: str) -> str:
 
 @mcp.resource("kernelscope://artifacts/{artifact_id}/{role}", name="artifact-file",
               description="A file of an artifact: source, compile-log, sass, sass-lineinfo (text) or cubin, "
-                          "executable, report (an Nsight Compute .ncu-rep from analyze/ncu_profile; binary).")
+                          "executable, report (an Nsight Compute .ncu-rep from analyze/ncu_profile; binary), "
+                          "trace (Chrome/Perfetto JSON from nsys_trace).")
 def artifact_file_resource(artifact_id: str, role: str) -> str | bytes:
     art = _artifact(artifact_id)
     p = art.path(role)

@@ -14,6 +14,7 @@ from kernelscope.models import (
     NcuProfileResult,
     ProgramResult,
     SassResult,
+    TraceResult,
 )
 
 DEFAULT_BUDGET_CHARS = 8000  # ~2,000 tokens
@@ -299,4 +300,50 @@ def analyze_summary(r: AnalyzeResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
     if r.other_kernels:
         lines.append("Not analyzed in depth: " + "; ".join(r.other_kernels[:6]))
     lines.append(f"Reports: {', '.join(r.report_ids)} (kernelscope://artifacts/<id>/report; usable in compare).")
+    return _clip("\n".join(lines), budget)
+
+
+def _t(ns: float | None) -> str:
+    if ns is None:
+        return "?"
+    return f"{ns / 1e3:.1f} us" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def trace_summary(r: TraceResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    lines = _problem_lines(r.status, r.explanation, r.fixes)
+    if r.fallback:
+        lines.append(f"Traced with CUPTI: {r.fallback}.")
+    s = r.summary
+    if s is None:
+        if r.capture and r.capture.program_stderr:
+            lines.append("program stderr (tail): " + r.capture.program_stderr[-600:])
+        lines += [f"Note: {n}" for n in r.notes[:4]]
+        return _clip("\n".join(lines), budget)
+    lines.append(f"{s.system_class.upper()}: {s.system_class_reason}.")
+    lines.append(f"Region: {s.region}, {_t(s.region_ns)}; GPU busy {s.gpu_busy_pct:.0f}% (kernels {_t(s.kernel_ns)}, "
+                 f"copies {_t(s.copy_ns)}, memsets {_t(s.memset_ns)}); {s.launches} kernel launches of "
+                 f"{s.kernels_total} kernels; {s.launch_calls} launch calls ({_t(s.launch_api_ns)} on the host); "
+                 f"GPU waiting for launches {s.launch_overhead_pct:.0f}% of the region.")
+    if r.findings:
+        lines += render_findings(r.findings, max_findings=6, max_fixes=2)
+    else:
+        lines.append("No system-level rule fired.")
+    if s.kernels:
+        lines.append("Kernels by time: " + "; ".join(f"{k.name[:80]} {k.share_pct:.0f}% ({k.count} x {_t(k.avg_ns)})"
+                                                      for k in s.kernels[:6]))
+    if s.copies:
+        lines.append("Copies: " + "; ".join(
+            f"{c.direction} {c.count} x {c.avg_bytes / 1e3:.1f} kB = {_t(c.total_ns)}"
+            + (f", {c.pageable} pageable" if c.pageable else "") + (f", {c.synchronous} sync" if c.synchronous else "")
+            for c in s.copies))
+    if s.api:
+        lines.append("Host CUDA API by time: " + "; ".join(f"{a.name} {a.count} x {_t(a.avg_ns)}" for a in s.api[:6]))
+    if s.top_gaps:
+        lines.append(f"Idle gaps >= {_t(s.gap_threshold_ns)}: {s.gaps}, median {_t(s.gap_median_ns)}; longest: "
+                     + "; ".join(f"{_t(g.duration_ns)} in {g.cause}" for g in s.top_gaps[:3]))
+    if s.nvtx:
+        lines.append("NVTX: " + "; ".join(f"{n.name} {n.count} x {_t(n.avg_ns)}" for n in s.nvtx[:5]))
+    lines += [f"Note: {n}" for n in r.notes[:3]]
+    if r.trace_id:
+        lines.append(f"Timeline: kernelscope://artifacts/{r.trace_id}/trace (Chrome/Perfetto JSON; source {r.source}).")
     return _clip("\n".join(lines), budget)

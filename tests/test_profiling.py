@@ -30,7 +30,7 @@ def test_at_least_twenty_rules_each_a_complete_plugin() -> None:
     assert {"memory", "occupancy", "stalls", "launch", "control", "compute", "tensor", "latency"} <= families
     for r in REGISTRY.values():
         assert r.id.count(".") == 1 and r.description and r.fn is not None
-        assert r.scope in ("ncu", "sass", "ptxas")
+        assert r.scope in ("ncu", "sass", "ptxas", "trace")
         for s in r.supersedes:
             assert s in REGISTRY, f"{r.id} supersedes unknown rule {s}"
         for m in r.metrics:

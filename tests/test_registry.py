@@ -15,9 +15,10 @@ FIX = Path(__file__).parent / "fixtures" / "sass"
 def test_registry_is_complete() -> None:
     load_all()
     scopes = {r.scope for r in REGISTRY.values()}
-    assert {"ptxas", "sass", "ncu"} <= scopes
+    assert {"ptxas", "sass", "ncu", "trace"} <= scopes
     assert len(REGISTRY) >= 20
-    prefixes = ("ptxas", "sass", "memory", "stalls", "occupancy", "launch", "control", "compute", "latency")
+    prefixes = ("ptxas", "sass", "memory", "stalls", "occupancy", "launch", "control", "compute", "latency",
+                "system")
     for r in REGISTRY.values():
         assert r.id.split(".")[0] in prefixes and r.family and r.description
 

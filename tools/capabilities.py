@@ -50,7 +50,7 @@ FEATURES: dict[str, str] = {
     "energy": "Energy measurement (NVML energy counter)",
     "ncu_profile": "Profiling with Nsight Compute (ncu)",
     "nsys_trace": "Timeline tracing with Nsight Systems (nsys)",
-    "cupti_trace": "Kernel tracing through CUPTI (torch.profiler / cupti-python)",
+    "cupti_trace": "Timeline tracing through CUPTI (our injection tracer, built with nvcc)",
     "sanitizer": "Memory and race checking (compute-sanitizer)",
 }
 
@@ -62,7 +62,8 @@ COUNTER_FIX = (
 )
 NO_GPU_FIX = "run kernelscope on a host with an NVIDIA GPU and its driver (compile and SASS work without one)"
 GPU_RUNTIME_FIX = "`pip install 'kernelscope[gpu]'` (torch or cupy) in kernelscope's environment"
-CUPTI_FIX = "`pip install torch` (torch.profiler) or `pip install cupti-python` in kernelscope's environment"
+CUPTI_FIX = ("install the CUDA toolkit's CUPTI (cupti.h and libcupti, in the toolkit or the nvidia-cuda-cupti "
+             "wheel) next to nvcc")
 
 _FIX_SEP = ". Fix: "
 
@@ -476,7 +477,7 @@ def check_nsys_reports(
     ``gpus`` defaults to :func:`gpu_inventory`'s. With a GPU and nvcc a trivial program is traced
     (once per process; ``probe=False`` uses an earlier result); otherwise the installation layout
     answers (a missing report importer is decisive)."""
-    fallback = "the trace tool falls back to CUPTI (torch.profiler)"
+    fallback = "the trace tool falls back to its CUPTI tracer"
     if not (nsys.found and nsys.path):
         note = nsys.note or "nsys not found"
         return False, note if "CUPTI" in note else f"{note}; {fallback}"
@@ -560,8 +561,7 @@ def _assess(
 
     has_runtime = _module_present("torch") or _module_present("cupy")
     runtime = None if has_runtime else ("neither torch nor cupy is importable", GPU_RUNTIME_FIX)
-    has_cupti = _module_present("torch") or _module_present("cupti")
-    cupti = None if has_cupti else ("neither torch (torch.profiler) nor cupti-python is importable", CUPTI_FIX)
+    cupti = _cupti_cause(tools["nvcc"])
 
     g0 = gpus[0] if gpus else None
     energy = None
@@ -589,11 +589,26 @@ def _assess(
     }
 
 
+def _cupti_cause(nvcc: ToolInfo) -> tuple[str, str] | None:
+    """Why the CUPTI tracer cannot be built here (it needs nvcc, cupti.h and libcupti), or None."""
+    from kernelscope.errors import NotAvailable
+    from kernelscope.tools.cupti import cupti_paths
+
+    nvcc_cause = _tool_cause(nvcc)
+    if nvcc_cause is not None:
+        return nvcc_cause
+    try:
+        cupti_paths()
+    except NotAvailable as e:
+        return (e.why, e.fix or CUPTI_FIX)
+    return None
+
+
 def _nsys_fix(note: str) -> str:
     _, sep, fix = note.partition("; fix: ")
     if sep:
         return fix
-    return "install Nsight Systems and put its nsys on PATH; meanwhile use CUPTI tracing (torch.profiler)"
+    return "install Nsight Systems and put its nsys on PATH; meanwhile nsys_trace uses its CUPTI tracer"
 
 
 def _module_present(name: str) -> bool:

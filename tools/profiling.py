@@ -105,6 +105,10 @@ class AnalyzeRequest(ProfileTarget):
     deep_kernels: int = Field(3, ge=1, le=20, description="Kernels (by total time) that get the deep stage.")
     clock_control: Literal["none", "base"] = "none"
     sass: bool = Field(True, description="Add SASS statistics and ptxas evidence for artifacts.")
+    trace: Literal["auto", "always", "never"] = Field(
+        "auto", description="The CUPTI trace stage: auto runs it first for programs (it counts and times every "
+                            "launch, so the light stage needs only each kernel's first) and, in eval mode, after a "
+                            "light stage that saw many launches.")
     overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
                                                    description="Rule thresholds to override: {rule: {name: value}}.")
 
@@ -446,11 +450,31 @@ def _longest(launches: list[KernelProfile]) -> KernelProfile:
     return max(launches, key=lambda k: k.duration_ns or 0.0)
 
 
-def _group(profile: Profile) -> list[tuple[str, list[KernelProfile]]]:
+Totals = dict[str, tuple[int, float]]  # mangled name -> (launches, total ns), from a trace
+
+
+def _trace_totals(traced: Any) -> Totals | None:
+    """Launch counts and summed durations per kernel (by mangled name) from the trace stage."""
+    if traced is None:
+        return None
+    return {k.mangled_name: (k.count, k.total_ns) for k in traced[0].kernels if k.mangled_name}
+
+
+def _launches(name: str, ks: list[KernelProfile], totals: Totals | None) -> int:
+    return totals[name][0] if totals and name in totals else len(ks)
+
+
+def _total_ns(name: str, ks: list[KernelProfile], totals: Totals | None) -> float:
+    return totals[name][1] if totals and name in totals else sum(k.duration_ns or 0.0 for k in ks)
+
+
+def _group(profile: Profile, totals: Totals | None = None) -> list[tuple[str, list[KernelProfile]]]:
+    """Launches grouped by kernel, by total time: the trace's (every launch, unserialized) where it
+    ran, else the profiled launches'."""
     groups: dict[str, list[KernelProfile]] = {}
     for k in profile.kernels:
         groups.setdefault(k.mangled_name, []).append(k)
-    return sorted(groups.items(), key=lambda kv: -sum(k.duration_ns or 0.0 for k in kv[1]))
+    return sorted(groups.items(), key=lambda kv: -_total_ns(kv[0], kv[1], totals))
 
 
 def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelProfile:
@@ -489,15 +513,15 @@ def artifact_evidence(artifact_id: str) -> tuple[list[Any], list[Any]]:
 
 
 def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, sass: list[Any] | None = None,
-                    ptxas: list[Any] | None = None,
-                    overrides: dict[str, dict[str, float]] | None = None) -> tuple[list[KernelDiagnosis], list[Any]]:
+                    ptxas: list[Any] | None = None, overrides: dict[str, dict[str, float]] | None = None,
+                    totals: Totals | None = None) -> tuple[list[KernelDiagnosis], list[Any]]:
     """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
     and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
     Returns the diagnoses and the launch groups (by total time)."""
     from kernelscope.heuristics import load_all, run_rules
 
     load_all()
-    groups = _group(light)
+    groups = _group(light, totals)
     top = groups[:deep_kernels]
     deep_by: dict[str, KernelProfile] = {}
     for k in deep.kernels if deep is not None else []:
@@ -505,8 +529,8 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, 
     names = {n for n, _ in top}
     extra: dict[str, list[Finding]] = {}
     ctx: dict[str, Any] = {"sass": {}, "ptxas": {},
-                           "launches": {n: len(ks) for n, ks in groups},
-                           "total_ns": {n: sum(k.duration_ns or 0.0 for k in ks) for n, ks in groups}}
+                           "launches": {n: _launches(n, ks, totals) for n, ks in groups},
+                           "total_ns": {n: _total_ns(n, ks, totals) for n, ks in groups}}
     for st in sass or []:
         if st.mangled_name in names:
             ctx["sass"][st.mangled_name] = st
@@ -517,8 +541,8 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, 
             extra.setdefault(kr.mangled_name, []).extend(run_rules("ptxas", [kr], overrides=overrides))
     merged = [merge_profiles(_longest(ks), deep_by.get(n)) for n, ks in top]
     diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
-    for d, (n, ks) in zip(diags, top, strict=True):
-        d.launches = len(ks)
+    for d, (n, _) in zip(diags, top, strict=True):
+        d.launches = ctx["launches"][n]
         d.total_duration_ns = ctx["total_ns"][n]
     return diags, groups
 
@@ -537,6 +561,53 @@ def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
                              f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
 
 
+LIGHT_ALL_LAUNCHES = 64  # up to this many launches the light stage profiles them all; beyond, each kernel's first
+TRACE_AFTER_LAUNCHES = 16  # eval mode: the light stage seeing this many launches calls the trace stage
+
+
+def tracer_available() -> bool:
+    """Whether the CUPTI tracer can be built here (CUPTI headers and library, nvcc)."""
+    from kernelscope.tools.cupti import cupti_paths
+
+    try:
+        require("nvcc")
+        cupti_paths()
+    except (ToolMissing, NotAvailable):
+        return False
+    return True
+
+
+def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest,
+                 cancel: threading.Event | None) -> tuple[AnalyzeStage, Any, list[str]]:
+    """One traced run: the stage's account and (summary, facts, findings, timeline) or None."""
+    from kernelscope.tools.run import job_env
+    from kernelscope.tools.tracing import diagnose_timeline, run_cupti
+
+    t0 = time.monotonic()
+    notes: list[str] = []
+    out = None
+    try:
+        proc, tl, notes = run_cupti(prep.argv, ws, job_env(ws, s.home, lease), req.timeout_s, s, cancel)
+        if tl is not None and tl.ops:
+            out = (*diagnose_timeline(tl, overrides=req.overrides), tl)
+        elif proc.returncode != 0 or proc.timed_out:
+            notes.append(f"trace stage: the program {proc.describe_failure()}")
+    except NotAvailable as e:  # the tracer could not be built: the ncu stages still run
+        notes.append(f"trace stage skipped: {e}")
+    stage = AnalyzeStage(name="trace", wall_s=round(time.monotonic() - t0, 3),
+                         kernels=[f"{k.name}: {k.count} launches" for k in out[0].kernels[:5]] if out else [])
+    return stage, out, notes
+
+
+def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
+    from kernelscope.tools.timeline import chrome_trace
+    from kernelscope.tools.tracing import store_trace
+
+    summary, _facts, findings, tl = out
+    result.system, result.system_findings = summary, findings
+    result.trace_id = store_trace(chrome_trace(tl), target=display, source="cupti")
+
+
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
             on_wait: WaitCallback | None = None, progress: Callable[[str], None] | None = None) -> AnalyzeResult:
     from kernelscope.tools.classify import classify
@@ -549,32 +620,59 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                             clock_control=req.clock_control, import_source=False)
     _validate(light_opts)
     _ncu_binary()
+    trace_first = req.trace == "always" or (req.trace == "auto" and req.mode == "program")
+    if req.trace != "never" and not tracer_available():
+        trace_first = False
     t_all = time.monotonic()
     stages: list[AnalyzeStage] = []
+    notes: list[str] = []
     note = progress or (lambda _m: None)
+    traced: Any = None
     with Workspace(prefix="analyze-") as ws:
         prep = prepare_target(req, ws.path, s)
         with _lease(req.gpu, cancel, on_wait) as lease:
-            # ---- stage 1: light capture of every launch, class per kernel
-            note("stage 1: speed of light, launch and occupancy of every launch")
+            # ---- stage 0: the timeline (CUPTI): launches per kernel, their real durations, host overhead
+            if trace_first:
+                note("trace stage: the timeline of every launch (CUPTI)")
+                st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
+                stages.append(st)
+                notes += n
+            # ---- stage 1: light capture, class per kernel
+            kid = None
+            user_filters = req.kernel_regex is not None or req.launch_skip > 0
+            if traced is not None and traced[0].launches > LIGHT_ALL_LAUNCHES and not user_filters:
+                kid = "::regex:.*:1"  # each kernel's first launch; the trace counts and times all of them
+            note("stage 1: speed of light, launch and occupancy"
+                 + (" of each kernel's first launch" if kid else " of every launch"))
             t0 = time.monotonic()
             cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
-                                     timeout_s=req.timeout_s, cancel=cancel)
+                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
             result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
                                    mode=req.mode, gpu_wait_s=lease.waited_s)
             light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS), capture=cap1,
                                  wall_s=round(time.monotonic() - t0, 3))
             stages.append(light)
+            if traced is not None:
+                _attach_trace(result, traced, prep.display)
             if rep1 is None:
-                result.stages = stages
+                result.stages, result.notes = stages, notes
                 return result
             p1 = load_profile(rep1, top_lines=0)
             result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
-            groups = _group(p1)
+            totals = _trace_totals(traced)
+            groups = _group(p1, totals)
             top = groups[:req.deep_kernels]
             classes = {name: classify(_longest(ks)).cls for name, ks in top}
             light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
             light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
+            if (traced is None and req.trace == "auto" and len(p1.kernels) >= TRACE_AFTER_LAUNCHES
+                    and tracer_available()):
+                note("trace stage: many launches, so the timeline between them")
+                st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
+                stages.append(st)
+                notes += n
+                if traced is not None:
+                    _attach_trace(result, traced, prep.display)
             # ---- stage 2: deep capture of the first launch of each top kernel
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))
             note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
@@ -596,7 +694,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
         stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, metrics=len(metrics),
                                    capture=cap2, wall_s=round(time.monotonic() - t0, 3),
                                    kernels=[ks[0].name for _, ks in top]))
-        result.notes += harness_notes(ws.path)
+        result.notes += notes + harness_notes(ws.path)
         if cap2.status != "ok":
             result.explanation = (f"The deep stage failed ({cap2.status}): {cap2.explanation} Findings below "
                                   "use the light stage only.")
@@ -604,15 +702,14 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
         t0 = time.monotonic()
         sass, ptxas = artifact_evidence(prep.artifact_id) if req.sass and prep.artifact_id else ([], [])
         diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
-                                        overrides=req.overrides)
+                                        overrides=req.overrides, totals=totals)
         stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3),
                                    rule_families=families))
     result.kernels = diags
-    result.kernels_total = len(groups)
+    result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
     result.launches_profiled = len(p1.kernels)
-    result.other_kernels = [f"{ks[0].name} ({len(ks)} launches, {sum(k.duration_ns or 0 for k in ks) / 1e3:.1f} us)"
-                            for _, ks in groups[req.deep_kernels:][:20]]
+    result.other_kernels = [f"{ks[0].name} ({_launches(n, ks, totals)} launches, "
+                            f"{_total_ns(n, ks, totals) / 1e3:.1f} us)" for n, ks in groups[req.deep_kernels:][:20]]
     result.stages = stages
     result.wall_s = round(time.monotonic() - t_all, 3)
     return result
-

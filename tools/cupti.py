@@ -1,0 +1,224 @@
+"""The CUPTI activity tracer: find CUPTI, build ``native/cupti_trace.cpp`` into an injection library.
+
+The library is loaded into any CUDA process through ``CUDA_INJECTION64_PATH`` (the driver calls its
+``InitializeInjection`` from ``cuInit``) and writes one JSON Lines file per traced process into
+``$KERNELSCOPE_TRACE_DIR``; ``kernelscope.tools.timeline.load_cupti`` reads them back.
+
+CUPTI's headers and ``libcupti.so`` are looked for next to the CUDA toolkit whose ``nvcc`` we compile
+with, then in NVIDIA's PyPI wheels (``nvidia/cuda_cupti``, ``nvidia/cu13``, ...). Builds are cached
+under ``<home>/cache/cupti/<key>/``, keyed by the source, the compiler version and the CUPTI library.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kernelscope.config import Settings, ensure_dirs
+from kernelscope.errors import NotAvailable
+from kernelscope.tools.toolchain import ToolMissing, require, tool_info
+
+SOURCE = Path(__file__).resolve().parent / "native" / "cupti_trace.cpp"
+LIBRARY_NAME = "libkernelscope_trace.so"
+BUILD_TIMEOUT_S = 300.0
+CUPTI_FIX = (
+    "install the CUDA toolkit's CUPTI component (cupti.h and libcupti.so, in <cuda>/include and <cuda>/lib64 "
+    "or <cuda>/extras/CUPTI), or `pip install nvidia-cuda-cupti` into kernelscope's environment"
+)
+
+_build_lock = threading.Lock()
+_SO_VERSIONED = re.compile(r"^libcupti\.so\.(\d+(?:\.\d+)*)$")
+
+
+@dataclass(frozen=True)
+class CuptiPaths:
+    """Where CUPTI is: the folder with ``cupti.h``, the folder with the library, and the library."""
+
+    include_dir: Path
+    lib_dir: Path
+    library: Path
+
+
+# ---------------------------------------------------------------------------------------- discovery
+def _nvcc_top(nvcc: Path) -> Path | None:
+    """The toolkit root nvcc itself reports (``#$ TOP=...`` of a dry run): right even when the nvcc
+    on PATH is a wrapper script rather than a link into the toolkit."""
+    return _nvcc_top_cached(str(nvcc))
+
+
+@lru_cache(maxsize=8)
+def _nvcc_top_cached(nvcc: str) -> Path | None:
+    try:
+        r = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-E", os.devnull], capture_output=True, text=True,
+                           timeout=30, cwd=tempfile.gettempdir(), check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^#\$ TOP=(.+)$", r.stdout + r.stderr, re.MULTILINE)
+    return Path(m.group(1).strip()).resolve() if m else None
+
+
+def _toolkit_roots() -> list[Path]:
+    """Roots of the CUDA toolkit that holds the nvcc we compile with (none if there is no nvcc)."""
+    try:
+        nvcc = require("nvcc")
+    except ToolMissing:
+        return []
+    roots = [nvcc.resolve().parent.parent]
+    if not _cupti_include_dir(roots[0]):
+        top = _nvcc_top(nvcc)
+        if top is not None and top not in roots:
+            roots.append(top)
+    return roots
+
+
+def _wheel_roots() -> list[Path]:
+    """Package folders of NVIDIA's wheels (``nvidia/cuda_cupti``, ``nvidia/cu13``, ...) on sys.path."""
+    sites = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path]
+    out: list[Path] = []
+    for site in dict.fromkeys(sites):
+        if not site or not os.path.isdir(os.path.join(site, "nvidia")):
+            continue
+        for d in sorted(glob.glob(os.path.join(site, "nvidia", "*")), reverse=True):
+            p = Path(d)
+            if p.is_dir() and p not in out:
+                out.append(p)
+    return out
+
+
+def _cupti_include_dir(root: Path) -> Path | None:
+    cands = [root / "include", root / "extras" / "CUPTI" / "include"]
+    cands += [Path(p) for p in sorted(glob.glob(str(root / "targets" / "*" / "include")))]
+    return next((d for d in cands if (d / "cupti.h").is_file()), None)
+
+
+def _cupti_library(root: Path) -> Path | None:
+    """``libcupti.so`` in one of the root's library folders, else the newest ``libcupti.so.<N>``."""
+    dirs = [root / "extras" / "CUPTI" / "lib64", root / "lib64", root / "lib"]
+    dirs += [Path(p) for p in sorted(glob.glob(str(root / "targets" / "*" / "lib")))]
+    for d in dirs:
+        if (d / "libcupti.so").is_file():
+            return d / "libcupti.so"
+        versioned = [(v, p) for p in d.glob("libcupti.so.*") if p.is_file() and (v := _so_version(p.name))]
+        if versioned:
+            return max(versioned)[1]
+    return None
+
+
+def _so_version(name: str) -> tuple[int, ...] | None:
+    m = _SO_VERSIONED.match(name)
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def cupti_paths() -> CuptiPaths:
+    """CUPTI's include folder and library, from the nvcc toolkit first and NVIDIA's wheels second.
+
+    The headers and the library are taken from the same root where one has both; otherwise from the
+    first root that has each. Raises ``NotAvailable`` (with the fix) when either is missing.
+    """
+    roots = [*_toolkit_roots(), *_wheel_roots()]
+    found = [(r, _cupti_include_dir(r), _cupti_library(r)) for r in roots]
+    for _root, inc, lib in found:
+        if inc is not None and lib is not None:
+            return CuptiPaths(include_dir=inc, lib_dir=lib.parent, library=lib)
+    inc = next((i for _, i, _ in found if i is not None), None)
+    lib = next((b for _, _, b in found if b is not None), None)
+    if inc is not None and lib is not None:
+        return CuptiPaths(include_dir=inc, lib_dir=lib.parent, library=lib)
+    where = ", ".join(str(r) for r in roots) or "no CUDA toolkit (nvcc not found) and no NVIDIA wheels"
+    missing = " and ".join(x for x, v in (("cupti.h", inc), ("libcupti.so", lib)) if v is None)
+    raise NotAvailable("CUPTI tracing", f"{missing} was not found (searched: {where})", CUPTI_FIX)
+
+
+# ---------------------------------------------------------------------------------------- building
+def _build_key(source: bytes, nvcc_version: str, library: Path) -> str:
+    h = hashlib.sha256()
+    for part in (source, nvcc_version.encode(), str(library).encode()):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()[:16]
+
+
+def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path) -> None:
+    """nvcc cupti_trace.cpp -> out_dir/libkernelscope_trace.so, linked against (and with an rpath to) CUPTI."""
+    link_dir = paths.lib_dir
+    if paths.library.name != "libcupti.so":  # wheels ship only libcupti.so.<N>: give -lcupti a name to find
+        link_dir = out_dir / "link"
+        link_dir.mkdir()
+        (link_dir / "libcupti.so").symlink_to(paths.library)
+    argv = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-O2", "-std=c++17",
+            "-I", str(paths.include_dir), str(SOURCE), "-o", str(out_dir / LIBRARY_NAME),
+            "-L", str(link_dir), "-lcupti", f"-Xlinker=-rpath,{paths.lib_dir}"]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=out_dir, check=False)
+    except subprocess.TimeoutExpired:
+        raise NotAvailable("CUPTI tracing", f"building the tracer took longer than {BUILD_TIMEOUT_S:.0f} s",
+                           "retry on a less loaded machine") from None
+    except OSError as e:
+        raise NotAvailable("CUPTI tracing", f"nvcc could not be started ({e})",
+                           "check the CUDA toolkit install") from None
+    if r.returncode != 0 or not (out_dir / LIBRARY_NAME).is_file():
+        head = "\n".join((r.stderr + r.stdout).strip().splitlines()[:15]) or f"exit status {r.returncode}"
+        raise NotAvailable("CUPTI tracing", f"the tracer did not build:\n{head}\n",
+                           "check that cupti.h and libcupti.so come from the same CUDA version as nvcc")
+    if link_dir != paths.lib_dir:
+        shutil.rmtree(link_dir, ignore_errors=True)
+
+
+def build_tracer(settings: Settings | None = None) -> Path:
+    """The injection library, built once per (source, nvcc version, CUPTI library) and cached.
+
+    The build goes to a temporary folder next to its final place and is renamed into place, so
+    concurrent builders (threads or processes) never see a half-written library.
+    """
+    s = ensure_dirs(settings)
+    try:
+        nvcc = require("nvcc")
+    except ToolMissing as e:
+        raise NotAvailable("CUPTI tracing", "nvcc, which builds the tracer, was not found", e.note) from None
+    paths = cupti_paths()
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as e:
+        raise NotAvailable("CUPTI tracing", f"the tracer source {SOURCE.name} is missing from this install ({e})",
+                           "reinstall kernelscope (the wheel ships tools/native/cupti_trace.cpp)") from None
+    version = tool_info("nvcc").version or "unknown"
+    parent = s.home / "cache" / "cupti"
+    final_dir = parent / _build_key(source, version, paths.library)
+    lib = final_dir / LIBRARY_NAME
+    with _build_lock:
+        if lib.is_file():
+            return lib
+        parent.mkdir(parents=True, exist_ok=True)
+        if final_dir.exists():  # left by a build that died halfway
+            shutil.rmtree(final_dir, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
+        try:
+            _compile(nvcc, paths, tmp)
+            try:
+                tmp.rename(final_dir)
+            except OSError:
+                if not lib.is_file():  # not another process' finished build: a real failure
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+def tracer_env(lib: Path, trace_dir: Path) -> dict[str, str]:
+    """Environment variables that load the tracer into a CUDA process and route NVTX ranges to CUPTI."""
+    return {
+        "CUDA_INJECTION64_PATH": str(lib),
+        "NVTX_INJECTION64_PATH": str(cupti_paths().library),
+        "KERNELSCOPE_TRACE_DIR": str(trace_dir),
+    }

@@ -652,8 +652,9 @@ class TraceSummary(BaseModel):
     gap_median_ns: float | None = None
     gap_p90_ns: float | None = None
     top_gaps: list[TraceGap] = Field(default_factory=list, description="The longest, at most 5.")
-    copy_compute_overlap_pct: float | None = Field(None, description="Share of copy time that ran while a kernel "
-                                                                     "ran (None without copies).")
+    copy_compute_overlap_pct: float | None = Field(None, description="Time in which copies and kernels ran at once, "
+                                                                     "as a share of the most that could overlap (the "
+                                                                     "smaller of the two); None without both.")
     nvtx: list[TraceNvtx] = Field(default_factory=list)
     system_class: SystemClass
     system_class_reason: str

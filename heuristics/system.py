@@ -28,7 +28,8 @@ def _ev(metric: str, value: Any, threshold: Any = None, unit: str | None = None)
 
 @rule("system.launch-overhead", family="system", scope="trace",
       description="Many short kernels launched one by one: the GPU waits for the host to launch the next one.",
-      thresholds={"min_overhead_pct": 20.0, "min_launches": 16, "critical_overhead_pct": 50.0})
+      thresholds={"min_overhead_pct": 20.0, "min_launches": 16, "critical_overhead_pct": 50.0},
+      supersedes=("system.gpu-idle",))
 def _launch_overhead(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
     facts = ctx["facts"]
     if facts.individual_launches < th["min_launches"] or s.launch_overhead_pct < th["min_overhead_pct"]:
@@ -61,7 +62,7 @@ def _launch_overhead(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str,
 
 @rule("system.copies-in-loop", family="system", scope="trace",
       description="Host-device copies between kernels, repeatedly: data goes back and forth in the hot loop.",
-      thresholds={"min_alternations": 4, "min_copy_share_pct": 5.0})
+      thresholds={"min_alternations": 4, "min_copy_share_pct": 5.0, "max_overlap_pct": 50.0})
 def _copies_in_loop(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
     facts = ctx["facts"]
     host = [c for c in s.copies if c.direction in ("HtoD", "DtoH")]
@@ -69,6 +70,8 @@ def _copies_in_loop(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, 
     share = _pct(ns, s.region_ns)
     if facts.copy_kernel_alternations < th["min_alternations"] or share < th["min_copy_share_pct"]:
         return
+    if (s.copy_compute_overlap_pct or 0.0) > th["max_overlap_pct"]:
+        return  # a pipelined stream of chunks: the copies are hidden behind compute
     yield Finding(
         rule="system.copies-in-loop", family="system", severity="high" if share >= 20 else "warning",
         title="Host-device copies inside the hot loop", impact=min(share / 100, 1.0),
@@ -115,29 +118,30 @@ def _pageable(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) 
 
 @rule("system.synchronization", family="system", scope="trace",
       description="Synchronous copies and device/stream synchronizations serialize the host and the GPU.",
-      thresholds={"min_idle_pct": 10.0, "min_calls": 4})
+      thresholds={"min_idle_pct": 10.0, "min_calls": 8}, supersedes=("system.gpu-idle",))
 def _sync(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
     facts = ctx["facts"]
-    idle_pct = _pct(facts.sync_idle_ns + facts.gap_causes.get("copy", 0.0), s.region_ns)
+    idle_pct = _pct(facts.sync_idle_ns, s.region_ns)
     calls = facts.sync_calls + facts.synchronous_copies
     if calls < th["min_calls"] or idle_pct < th["min_idle_pct"]:
         return
     sync_apis = [a for a in s.api if a.category == "sync"]
     yield Finding(
         rule="system.synchronization", family="system", severity="high" if idle_pct >= 25 else "warning",
-        title="Synchronizations serialize host and GPU", impact=min(idle_pct / 100, 1.0),
-        diagnosis=(f"{facts.sync_calls} synchronization calls and {facts.synchronous_copies} synchronous copies; the "
-                   f"GPU is idle {idle_pct:.0f}% of the region around them, because the host waits for the GPU and "
-                   "only then queues the next work."
+        title="Blocking calls serialize host and GPU", impact=min(idle_pct / 100, 1.0),
+        diagnosis=(f"{facts.sync_calls} synchronization calls and {facts.synchronous_copies} blocking copies: each "
+                   "time the host waits for the GPU to finish and only then prepares and queues the next work, so "
+                   f"the GPU idles {idle_pct:.0f}% of the region in the gaps that follow them."
                    + (f" Most time: {sync_apis[0].name} x{sync_apis[0].count}." if sync_apis else "")),
         evidence=[_ev("sync_calls", facts.sync_calls, th["min_calls"]),
-                  _ev("synchronous_copies", facts.synchronous_copies),
-                  _ev("idle_around_syncs_pct", round(idle_pct, 1), th["min_idle_pct"], "%")],
+                  _ev("blocking_copies", facts.synchronous_copies),
+                  _ev("idle_after_blocking_calls_pct", round(idle_pct, 1), th["min_idle_pct"], "%")],
         fixes=[Fix(action="Drop synchronizations inside the loop (cudaDeviceSynchronize, .item(), .cpu(), "
                           "torch.cuda.synchronize); synchronize once at the end, or on an event only where a result "
                           "is needed.", expected_effect="the host runs ahead and keeps the GPU queue full"),
                Fix(action="Use cudaMemcpyAsync on a stream (non_blocking=True with pinned memory) instead of "
-                          "cudaMemcpy.", expected_effect="copies stop blocking the host")],
+                          "cudaMemcpy, and prepare the next chunk while the GPU works on this one.",
+                   expected_effect=f"up to {idle_pct:.0f}% of the region")],
     )
 
 
@@ -211,23 +215,24 @@ def _dominant(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) 
 
 
 @rule("system.copies-not-overlapped", family="system", scope="trace",
-      description="Copies and kernels never run at the same time although both take real time.",
-      thresholds={"min_copy_share_pct": 10.0, "max_overlap_pct": 10.0, "min_kernel_share_pct": 10.0})
+      description="Copies and kernels run one after the other although overlapping them would save real time.",
+      thresholds={"min_saving_pct": 10.0, "max_overlap_pct": 25.0})
 def _no_overlap(s: TraceSummary, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
-    if s.copy_compute_overlap_pct is None or not s.gpu_busy_ns:
+    if s.copy_compute_overlap_pct is None or not s.region_ns or s.copy_compute_overlap_pct > th["max_overlap_pct"]:
         return
-    copy_share, kernel_share = _pct(s.copy_ns, s.gpu_busy_ns), _pct(s.kernel_ns, s.gpu_busy_ns)
-    if (copy_share < th["min_copy_share_pct"] or kernel_share < th["min_kernel_share_pct"]
-            or s.copy_compute_overlap_pct > th["max_overlap_pct"]):
+    saving = min(s.copy_ns, s.kernel_ns) * (1.0 - s.copy_compute_overlap_pct / 100.0)
+    saving_pct = _pct(saving, s.region_ns)
+    if saving_pct < th["min_saving_pct"]:
         return
-    saving = min(s.copy_ns, s.kernel_ns)
     yield Finding(
         rule="system.copies-not-overlapped", family="system", severity="warning",
-        title="Copies do not overlap compute", impact=min(saving / s.region_ns, 1.0) if s.region_ns else None,
-        diagnosis=(f"Copies take {copy_share:.0f}% and kernels {kernel_share:.0f}% of the GPU's busy time, but only "
-                   f"{s.copy_compute_overlap_pct:.0f}% of the copy time runs while a kernel runs."),
-        evidence=[_ev("copy_share_of_busy_pct", round(copy_share, 1), th["min_copy_share_pct"], "%"),
-                  _ev("copy_compute_overlap_pct", s.copy_compute_overlap_pct, th["max_overlap_pct"], "%")],
+        title="Copies do not overlap compute", impact=min(saving_pct / 100, 1.0),
+        diagnosis=(f"Copies take {_us(s.copy_ns)} and kernels {_us(s.kernel_ns)}, but only "
+                   f"{s.copy_compute_overlap_pct:.0f}% of what could overlap does: overlapping them would save up to "
+                   f"{_us(saving)} ({saving_pct:.0f}% of the region)."),
+        evidence=[_ev("copy_compute_overlap_pct", s.copy_compute_overlap_pct, th["max_overlap_pct"], "%"),
+                  _ev("overlap_saving_pct", round(saving_pct, 1), th["min_saving_pct"], "%"),
+                  _ev("copy_ns", s.copy_ns, unit="ns"), _ev("kernel_ns", s.kernel_ns, unit="ns")],
         fixes=[Fix(action="Pipeline: split the data into chunks and issue copy(i+1) on one stream while kernel(i) "
                           "runs on another (pinned host memory, cudaMemcpyAsync, events between streams).",
                    expected_effect=f"hides up to {_us(saving)}")],

@@ -111,7 +111,8 @@ def test_injection_writes_meta_first_and_end_last_and_survives_fork(tracer: Path
     lines = (tdir / f"trace-{pid}.jsonl").read_text(encoding="utf-8").splitlines()
     recs = [json.loads(ln) for ln in lines]
     meta, end = recs[0], recs[-1]
-    assert set(meta) == {"t", "pid", "cupti_api", "ts", "disabled"} and meta["t"] == "meta"
+    assert set(meta) == {"t", "pid", "cupti_api", "ts", "disabled", "cupti"} and meta["t"] == "meta"
+    assert "libcupti" in meta["cupti"]
     assert meta["pid"] == int(pid) and meta["cupti_api"] > 0 and isinstance(meta["ts"], int)
     assert set(meta["disabled"]) <= KINDS
     assert end == {"t": "end", "ts": end["ts"]} and end["ts"] >= meta["ts"]
@@ -224,7 +225,7 @@ def test_record_formats_and_json_escaping(paths: CuptiPaths, tmp_path: Path) -> 
 def test_tracer_env(paths: CuptiPaths, tmp_path: Path) -> None:
     lib = tmp_path / LIBRARY_NAME
     env = tracer_env(lib, tmp_path / "trace")
-    assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(paths.library),
+    assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(lib),
                    "KERNELSCOPE_TRACE_DIR": str(tmp_path / "trace")}
 
 

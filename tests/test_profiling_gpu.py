@@ -27,8 +27,9 @@ def _exe(case: str) -> str:
 def test_analyze_program_two_stages_and_the_planted_finding() -> None:
     res = analyze(AnalyzeRequest(artifact_id=_exe("01-strided-copy")))
     assert res.status == "ok", (res.explanation, res.stages)
-    assert [s.name for s in res.stages] == ["light", "deep", "rules"]
-    light, deep = res.stages[0], res.stages[1]
+    assert [s.name for s in res.stages] == ["trace", "light", "deep", "rules"]
+    light, deep = res.stages[1], res.stages[2]
+    assert res.system is not None and res.system.launches == 2 and res.trace_id
     assert light.metrics >= 20 and light.wall_s > 0
     assert "MemoryWorkloadAnalysis" in deep.sections and deep.capture and deep.capture.status == "ok"
     by = {k.mangled_name: k for k in res.kernels}

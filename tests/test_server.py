@@ -24,7 +24,8 @@ __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __rest
     if (i < n) y[i] = a * x[i] + y[i];
 }
 """
-TOOLS = {"capabilities", "compile", "sass", "run", "analyze", "ncu_profile", "bottleneck_classify", "compare"}
+TOOLS = {"capabilities", "compile", "sass", "run", "analyze", "ncu_profile", "bottleneck_classify", "compare",
+         "nsys_trace"}
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ ID_LEN = 24
 _ID_RE = re.compile(rf"^[0-9a-f]{{{ID_LEN}}}$")
 _FILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
-ArtifactKind = Literal["cubin", "executable", "uploaded-cubin", "ncu-report"]
+ArtifactKind = Literal["cubin", "executable", "uploaded-cubin", "ncu-report", "trace"]
 
 
 class ArtifactMeta(BaseModel):

@@ -158,7 +158,7 @@ def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path) -> None:
         (link_dir / "libcupti.so").symlink_to(paths.library)
     argv = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-O2", "-std=c++17",
             "-I", str(paths.include_dir), str(SOURCE), "-o", str(out_dir / LIBRARY_NAME),
-            "-L", str(link_dir), "-lcupti", f"-Xlinker=-rpath,{paths.lib_dir}"]
+            "-L", str(link_dir), "-lcupti", "-ldl", f"-Xlinker=-rpath,{paths.lib_dir}"]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=out_dir, check=False)
     except subprocess.TimeoutExpired:
@@ -219,6 +219,7 @@ def tracer_env(lib: Path, trace_dir: Path) -> dict[str, str]:
     """Environment variables that load the tracer into a CUDA process and route NVTX ranges to CUPTI."""
     return {
         "CUDA_INJECTION64_PATH": str(lib),
-        "NVTX_INJECTION64_PATH": str(cupti_paths().library),
+        # the tracer forwards NVTX's entry point to the CUPTI it is linked with (see the source)
+        "NVTX_INJECTION64_PATH": str(lib),
         "KERNELSCOPE_TRACE_DIR": str(trace_dir),
     }

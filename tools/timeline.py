@@ -11,6 +11,7 @@ first copy, and tear-down after the last kernel, are not the workload).
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
 import re
 import sqlite3
@@ -171,14 +172,16 @@ def _mark_nested(api: list[ApiCall]) -> None:
 
 # ------------------------------------------------------------------------------------ loaders
 def load_cupti(trace_dir: Path) -> Timeline:
-    """Our CUPTI tracer's JSON Lines (one file per traced process)."""
+    """Our CUPTI tracer's JSON Lines, one file per traced process (``trace-<pid>.jsonl``, or gzipped)."""
     tl = Timeline(source="cupti")
-    files = sorted(Path(trace_dir).glob("trace-*.jsonl"))
+    files = sorted([*Path(trace_dir).glob("trace-*.jsonl"), *Path(trace_dir).glob("trace-*.jsonl.gz")])
     open_markers: dict[tuple[int, int], tuple[str, int]] = {}
     for f in files:
-        pid = int(f.stem.split("-", 1)[1]) if f.stem.split("-", 1)[1].isdigit() else 0
+        stem = f.name.split("-", 1)[1].split(".", 1)[0]
+        pid = int(stem) if stem.isdigit() else 0
         tl.processes += 1
-        with f.open(encoding="utf-8", errors="replace") as fh:
+        opener = gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rt", encoding="utf-8", errors="replace") as fh:
             for ln in fh:
                 try:
                     r = json.loads(ln)
@@ -337,6 +340,13 @@ def _overlap(a: tuple[int, int], spans: list[tuple[int, int]], starts: list[int]
     return total
 
 
+def _blocking(a: ApiCall) -> bool:
+    """A call that returns only when the GPU has finished earlier work: a synchronization, or a copy or
+    memset without ``Async``."""
+    cat = api_category(a.name)
+    return cat == "sync" or (cat == "copy" and "Async" not in a.base)
+
+
 @dataclass
 class TraceFacts:
     """What the system rules read beyond the summary: counts a summary does not list."""
@@ -345,7 +355,7 @@ class TraceFacts:
     alloc_calls: int = 0
     alloc_ns: float = 0.0
     sync_calls: int = 0
-    sync_idle_ns: float = 0.0  # GPU idle while the host sat in a synchronization call
+    sync_idle_ns: float = 0.0  # GPU idle in gaps that began while the host waited in a blocking call
     synchronous_copies: int = 0
     individual_launches: int = 0  # kernels launched one by one (not from a CUDA graph)
     median_kernel_ns: float | None = None
@@ -420,12 +430,15 @@ def summarize(tl: Timeline, *, gap_threshold_ns: float = GAP_THRESHOLD_NS) -> tu
     tc.sort(key=lambda c: -c.total_ns)
     copy_ns = float(sum(c.end - c.start for c in copies))
 
-    # copy/compute overlap
+    # copy/compute overlap, against the most that could overlap (the smaller of the two)
     overlap_pct = None
-    if copies and copy_ns:
+    if copies and copy_ns and kernel_ns:
         kspans = _union((k.start, k.end) for k in kernels)
         kstarts = [s for s, _ in kspans]
-        overlap_pct = round(100.0 * sum(_overlap((c.start, c.end), kspans, kstarts) for c in copies) / copy_ns, 2)
+        cspans = _union((c.start, c.end) for c in copies)
+        possible = min(_length(cspans), _length(kspans))
+        overlapped = sum(_overlap(c, kspans, kstarts) for c in cspans)
+        overlap_pct = round(min(100.0 * overlapped / possible, 100.0), 2) if possible else None
 
     # kernel -> host copy -> kernel alternations
     seq = [o for o in ops if o.kind == "kernel" or (o.kind == "memcpy" and o.direction in ("HtoD", "DtoH"))]
@@ -489,7 +502,8 @@ def summarize(tl: Timeline, *, gap_threshold_ns: float = GAP_THRESHOLD_NS) -> tu
         facts.gap_causes[cat] = facts.gap_causes.get(cat, 0.0) + length
         j = bisect.bisect_left(op_starts, ge)
         nxt = ops[j] if j < len(ops) else None
-        if cat == "sync":
+        # serialization: the host waited for the GPU (a sync, a blocking copy) and only then queued more
+        if any(gs <= a.end <= ge and _blocking(a) for _, _, a in host_spans[lo:bisect.bisect_right(host_starts, ge)]):
             facts.sync_idle_ns += length
         if nxt is not None and nxt.kind == "kernel" and not nxt.graph and cat in ("launch", "host", "other"):
             launch_idle += length

@@ -141,11 +141,11 @@ def diagnose_timeline(tl: Timeline, *, gap_threshold_ns: float = 2_000.0,
                       overrides: dict[str, dict[str, float]] | None = None
                       ) -> tuple[TraceSummary, TraceFacts, list[Finding]]:
     """Summary, facts and ranked system findings of a timeline (raises ValueError without GPU activity)."""
-    from kernelscope.heuristics import load_all, run_rules
+    from kernelscope.heuristics import load_all, merge, run_rules
 
     load_all()
     summary, facts = summarize(tl, gap_threshold_ns=gap_threshold_ns)
-    return summary, facts, run_rules("trace", summary, overrides=overrides, context={"facts": facts})
+    return summary, facts, merge(run_rules("trace", summary, overrides=overrides, context={"facts": facts}))
 
 
 def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,

@@ -16,6 +16,7 @@
 #include <cupti.h>
 
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -216,8 +217,14 @@ bool ensure_open_locked() {
         append_json_string(disabled, g_disabled[k].c_str());
     }
     disabled += ']';
+    Dl_info where{};
+    const char* cupti_file = dladdr(reinterpret_cast<void*>(&cuptiActivityEnable), &where) && where.dli_fname
+                                 ? where.dli_fname : "";
+    std::string lib = "";
+    append_json_string(lib, cupti_file);
     std::string meta;
-    Line(meta, "meta").i("pid", pid).u("cupti_api", g_cupti_api).u("ts", ts).raw("disabled", disabled).close();
+    Line(meta, "meta").i("pid", pid).u("cupti_api", g_cupti_api).u("ts", ts).raw("disabled", disabled)
+        .raw("cupti", lib).close();
     std::fwrite(meta.data(), 1, meta.size(), g_file);
     std::fflush(g_file);
     return true;
@@ -479,6 +486,23 @@ const KindToTrace kKinds[] = {
 };
 
 }  // namespace
+
+// NVTX's injection entry point. NVTX_INJECTION64_PATH names this library rather than libcupti itself:
+// a process may already hold a libcupti loaded from another folder (PyTorch links its own), and a
+// second copy of CUPTI would receive the NVTX ranges while the first one records the activity. So the
+// call goes to the CUPTI instance this library is linked against.
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(const void* export_table) {
+    Dl_info where{};
+    if (!dladdr(reinterpret_cast<void*>(&cuptiActivityEnable), &where) || where.dli_fname == nullptr) return 0;
+    void* handle = dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) return 0;
+    using Init = int (*)(const void*);
+    auto init = reinterpret_cast<Init>(dlsym(handle, "InitializeInjectionNvtx2"));
+    int ok = init != nullptr ? init(export_table) : 0;
+    if (init == nullptr) std::fprintf(stderr, "kernelscope-trace: %s has no InitializeInjectionNvtx2\n", where.dli_fname);
+    dlclose(handle);
+    return ok;
+}
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
     static std::atomic<bool> done{false};

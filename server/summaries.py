@@ -295,6 +295,11 @@ def analyze_summary(r: AnalyzeResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
     lines.append(f"Analyzed {len(r.kernels)} of {r.kernels_total} kernel(s) ({r.launches_profiled} launches profiled) "
                  f"in {r.wall_s or 0:.1f} s: {stages}.")
     lines += [f"Note: {n}" for n in r.notes[:3]]
+    if r.system is not None:
+        sy = r.system
+        lines.append(f"System: {sy.system_class.upper()}: {sy.system_class_reason} ({sy.launches} launches, GPU busy "
+                     f"{sy.gpu_busy_pct:.0f}% of {_t(sy.region_ns)}).")
+        lines += render_findings(r.system_findings, max_findings=3, max_fixes=2)
     for k in r.kernels:
         lines += _diagnosis_lines(k)
     if r.other_kernels:

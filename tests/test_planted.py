@@ -70,3 +70,29 @@ def test_recorded_answer_matches_the_replay(case: str) -> None:
     deep = next(s for s in rec.stages if s.name == "deep")
     classes = sorted({entry.rsplit(": ", 1)[1] for entry in light.kernels})  # "name: class" per kernel
     assert deep.sections == stage2_plan(classes)[0]
+
+
+def test_trace_counts_stand_in_for_a_light_stage_of_first_launches() -> None:
+    """analyze's many-launch path: the light stage profiles only each kernel's first launch and the
+    CUPTI trace of the same program supplies every launch's count and duration. Replayed from the
+    case-12 light capture cut down to one launch per kernel, with the recorded H100 trace."""
+    from kernelscope.tools.profiling import _trace_totals
+    from kernelscope.tools.timeline import load_cupti
+    from kernelscope.tools.tracing import diagnose_timeline
+
+    d = FIX / "12-many-tiny-launches"
+    light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
+    seen: set[str] = set()
+    firsts = [k for k in light.kernels if not (k.mangled_name in seen or seen.add(k.mangled_name))]
+    assert len(firsts) == 2
+    traced = (*diagnose_timeline(load_cupti(FIX.parent / "trace" / "many-tiny-launches")), None)
+    totals = _trace_totals(traced)
+    assert totals is not None and totals["slice_scale_bias"][0] == 256
+    diags, groups = diagnose_stages(light.model_copy(update={"kernels": firsts}), deep, deep_kernels=4,
+                                    totals=totals)
+    by = {k.mangled_name: k for k in diags}
+    assert groups[0][0] == "slice_scale_bias"  # ranked by the trace's total time
+    assert by["slice_scale_bias"].launches == 256
+    assert by["slice_scale_bias"].total_duration_ns == pytest.approx(totals["slice_scale_bias"][1])
+    assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
+    assert all(f.rule != "launch.many-small-launches" for f in by["full_scale_bias"].findings)

@@ -90,7 +90,12 @@ ncu_args = st.one_of(profile_target, profile_target.map(lambda d: {**d, "section
                      profile_target.map(lambda d: {**d, "section_set": "everything"}))
 compare_args = st.fixed_dictionaries({"before_report": path, "after_report": path}, optional={
     "before_kernel": st.text(max_size=8), "after_kernel": st.one_of(st.text(max_size=8), junk)})
+trace_args = st.one_of(profile_target, profile_target.map(lambda d: {**d, "script": "import torch"}),
+                       profile_target.map(lambda d: {**d, "script_path": "../../etc/passwd", "calls": 0}),
+                       profile_target.map(lambda d: {**d, "backend": "perfetto", "gap_threshold_us": -1.0}),
+                       profile_target.map(lambda d: {**d, "thresholds": {"system.gpu-idle": {"nope": 1.0}}}))
 fast_calls = st.one_of(st.tuples(st.just("analyze"), analyze_args), st.tuples(st.just("ncu_profile"), ncu_args),
+                       st.tuples(st.just("nsys_trace"), trace_args),
                        st.tuples(st.just("compare"), compare_args), st.tuples(st.just("sass"), sass_args),
                        st.tuples(st.just("bottleneck_classify"), classify_args))
 SEEN = {"calls": 0}

@@ -51,14 +51,10 @@ class CuptiPaths:
 
 
 # ---------------------------------------------------------------------------------------- discovery
+@lru_cache(maxsize=8)
 def _nvcc_top(nvcc: Path) -> Path | None:
     """The toolkit root nvcc itself reports (``#$ TOP=...`` of a dry run): right even when the nvcc
     on PATH is a wrapper script rather than a link into the toolkit."""
-    return _nvcc_top_cached(str(nvcc))
-
-
-@lru_cache(maxsize=8)
-def _nvcc_top_cached(nvcc: str) -> Path | None:
     try:
         r = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-E", os.devnull], capture_output=True, text=True,
                            timeout=30, cwd=tempfile.gettempdir(), check=False)

@@ -600,12 +600,11 @@ def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: Analy
 
 
 def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
-    from kernelscope.tools.timeline import chrome_trace
     from kernelscope.tools.tracing import store_trace
 
     summary, _facts, findings, tl = out
     result.system, result.system_findings = summary, findings
-    result.trace_id = store_trace(chrome_trace(tl), target=display, source="cupti")
+    result.trace_id = store_trace(tl, target=display)
 
 
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
@@ -620,9 +619,8 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                             clock_control=req.clock_control, import_source=False)
     _validate(light_opts)
     _ncu_binary()
-    trace_first = req.trace == "always" or (req.trace == "auto" and req.mode == "program")
-    if req.trace != "never" and not tracer_available():
-        trace_first = False
+    can_trace = req.trace != "never" and tracer_available()
+    trace_first = can_trace and (req.trace == "always" or req.mode == "program")
     t_all = time.monotonic()
     stages: list[AnalyzeStage] = []
     notes: list[str] = []
@@ -665,8 +663,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             classes = {name: classify(_longest(ks)).cls for name, ks in top}
             light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
             light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
-            if (traced is None and req.trace == "auto" and len(p1.kernels) >= TRACE_AFTER_LAUNCHES
-                    and tracer_available()):
+            if traced is None and can_trace and req.trace == "auto" and len(p1.kernels) >= TRACE_AFTER_LAUNCHES:
                 note("trace stage: many launches, so the timeline between them")
                 st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
                 stages.append(st)

@@ -41,6 +41,7 @@ MARKER_START, MARKER_END, MARKER_INSTANT = 1 << 1, 1 << 2, 1 << 0
 # nsys' ENUM_NSYS_EVENT_TYPE for NVTX rows
 NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
 
+HOST_CODE = "host code (no CUDA call)"  # a gap's cause when no CUDA call covers enough of it
 GAP_THRESHOLD_NS = 2_000.0  # shorter idle spells are the GPU's own launch latency between queued work
 MAX_KERNELS, MAX_API, MAX_GAPS = 30, 25, 5
 
@@ -477,8 +478,7 @@ def summarize(tl: Timeline, *, gap_threshold_ns: float = GAP_THRESHOLD_NS) -> tu
             cursor = max(cursor, e)
         if re_ > cursor:
             gaps.append((cursor, re_))
-    host_spans = sorted(((a.start, a.end, a) for a in api), key=lambda x: x[0])
-    host_starts = [s for s, _, _ in host_spans]
+    host_starts = [a.start for a in api]  # api keeps the timeline's order: by start
     op_starts = [o.start for o in ops]
     op_ends = sorted(ops, key=lambda o: o.end)
     op_end_keys = [o.end for o in op_ends]
@@ -487,23 +487,20 @@ def summarize(tl: Timeline, *, gap_threshold_ns: float = GAP_THRESHOLD_NS) -> tu
     region_start = regions[0][0]
     for gs, ge in gaps:
         cover: dict[str, int] = defaultdict(int)
-        lo = max(bisect.bisect_left(host_starts, gs) - 64, 0)
-        for s, e, a in host_spans[lo:bisect.bisect_right(host_starts, ge)]:
-            ov = min(e, ge) - max(s, gs)
+        near = api[max(bisect.bisect_left(host_starts, gs) - 64, 0):bisect.bisect_right(host_starts, ge)]
+        for a in near:
+            ov = min(a.end, ge) - max(a.start, gs)
             if ov > 0:
                 cover[a.base] += ov
         length = ge - gs
-        if cover:
-            top, top_ns = max(cover.items(), key=lambda kv: kv[1])
-            cause = top if top_ns >= 0.3 * length else "host code (no CUDA call)"
-        else:
-            cause = "host code (no CUDA call)"
-        cat = api_category(cause) if cause != "host code (no CUDA call)" else "host"
+        top, top_ns = max(cover.items(), key=lambda kv: kv[1]) if cover else (HOST_CODE, 0)
+        cause = top if top_ns >= 0.3 * length else HOST_CODE
+        cat = "host" if cause == HOST_CODE else api_category(cause)
         facts.gap_causes[cat] = facts.gap_causes.get(cat, 0.0) + length
         j = bisect.bisect_left(op_starts, ge)
         nxt = ops[j] if j < len(ops) else None
         # serialization: the host waited for the GPU (a sync, a blocking copy) and only then queued more
-        if any(gs <= a.end <= ge and _blocking(a) for _, _, a in host_spans[lo:bisect.bisect_right(host_starts, ge)]):
+        if any(gs <= a.end <= ge and _blocking(a) for a in near):
             facts.sync_idle_ns += length
         if nxt is not None and nxt.kind == "kernel" and not nxt.graph and cat in ("launch", "host", "other"):
             launch_idle += length

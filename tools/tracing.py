@@ -68,8 +68,7 @@ def choose_backend(requested: Backend) -> tuple[Literal["nsys", "cupti"], str | 
 
     if requested == "cupti":
         return "cupti", None
-    nsys = caps.tool_info("nsys")
-    ok, note = caps.check_nsys_reports(nsys, probe=False) if nsys.found else (False, nsys.note or "nsys not found")
+    ok, note = caps.check_nsys_reports(caps.tool_info("nsys"), probe=False)  # a missing nsys is a False too
     if ok is False:
         if requested == "nsys":
             raise NotAvailable("Tracing with Nsight Systems", note.split("; fix: ")[0],
@@ -126,13 +125,14 @@ def _run_nsys(argv: list[str], ws: Path, env: dict[str, str], req: TraceRequest,
     return proc, load_nsys_sqlite(db) if db.is_file() else None, notes
 
 
-def store_trace(doc: dict[str, Any], *, target: str, source: str) -> str:
+def store_trace(tl: Timeline, *, target: str) -> str:
+    """Keep a timeline as a Chrome/Perfetto JSON artifact (role ``trace``); returns its id."""
     from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
 
-    data = json.dumps(doc, separators=(",", ":")).encode()
+    data = json.dumps(chrome_trace(tl), separators=(",", ":")).encode()
     aid = content_id({"trace": hashlib.sha256(data).hexdigest()})
     art = get_store().put(ArtifactMeta(id=aid, kind="trace", source_name="trace.json",
-                                       extra={"target": target, "source": source}),
+                                       extra={"target": target, "source": tl.source}),
                           {"trace": ("trace.json", data)})
     return art.id
 
@@ -208,6 +208,6 @@ def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: thread
         summary, _facts, findings = diagnose_timeline(tl, gap_threshold_ns=req.gap_threshold_us * 1e3,
                                                       overrides=req.overrides)
         result.summary, result.findings = summary, findings
-        result.trace_id = store_trace(chrome_trace(tl), target=display, source=backend)
+        result.trace_id = store_trace(tl, target=display)
     result.wall_s = round(time.monotonic() - t_all, 3)
     return result

@@ -116,22 +116,37 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-probe", action="store_true", help="skip the active ncu/nsys probes (faster)")
     d.set_defaults(fn=cmd_doctor)
 
-    o = sub.add_parser("optimize", help="tree search over a knob-annotated candidate, through the MCP tools")
-    o.add_argument("reference", help="KernelBench-style reference module (Model, get_inputs, get_init_inputs)")
-    o.add_argument("candidate", help="candidate template defining ModelNew, with `@knob NAME v1 v2 ...` lines")
+    o = sub.add_parser("optimize", help="tree search over candidate kernels, through the MCP tools",
+                       description="Optimize a problem: a directory with reference.py and a starting candidate "
+                                   "(candidate.py, else naive.py), or a reference module and an optional candidate.")
+    o.add_argument("problem", help="problem directory, or a KernelBench-style reference module (Model, get_inputs, "
+                                   "get_init_inputs)")
+    o.add_argument("candidate", nargs="?", help="starting candidate defining ModelNew (knob-annotated with "
+                                                "`@knob NAME v1 v2 ...` lines for the offline proposer)")
     o.add_argument("--out", required=True, help="run directory (reused to resume an interrupted run)")
     o.add_argument("--budget", type=int, default=20, help="evaluations, the starting candidate included")
+    o.add_argument("--time", type=float, metavar="SECONDS", help="wall-clock budget (the search stops after the "
+                                                                 "evaluation under way)")
     o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
     o.add_argument("--server", help="URL of a running server, or a command starting one over stdio "
                                     "(default: this Python's `kernelscope serve`)")
     o.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     o.add_argument("--timing-budget", type=float, default=0.5, help="seconds of timed runs per evaluation")
     o.add_argument("--trials", type=int, default=3, help="correctness trials per evaluation")
+    o.add_argument("--tolerance", choices=["strict", "default", "kernelbench"], default="default")
     o.add_argument("--proposer", choices=["auto", "offline", "anthropic", "openai"], default="auto",
                    help="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY, else offline "
                         "knob tuning")
     o.add_argument("--model", help="LLM model (OpenAI-compatible endpoints: required; base URL from "
                                    "OPENAI_BASE_URL)")
+    o.add_argument("--analyze", choices=["auto", "always", "never"], default="auto",
+                   help="profile the reference, the start and each new best with the analyze tool (auto: when the "
+                        "server can run Nsight Compute)")
+    o.add_argument("--analyze-max", type=int, default=8, help="profiles at most per invocation")
+    o.add_argument("--objective", choices=["speed", "energy"], default="speed",
+                   help="energy: measure joules per call too and reward energy gains after speed")
+    o.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
+                   help="the live panel (default: when stdout is a terminal)")
     o.set_defaults(fn=cmd_optimize)
     return p
 
@@ -139,13 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelscope.agent.optimize import run_cli
 
-    for f in (args.reference, args.candidate):
-        if not os.path.isfile(f):
-            print(f"kernelscope optimize: {f} is not a file", file=sys.stderr)
-            return 2
+    if args.candidate is not None and not os.path.isfile(args.candidate):
+        print(f"kernelscope optimize: {args.candidate} is not a file", file=sys.stderr)
+        return 2
     try:
         return run_cli(args)
-    except ValueError as e:  # no knobs, bad knob values
+    except ValueError as e:  # no such problem, no knobs, bad knob values, bad settings
         print(f"kernelscope optimize: {e}", file=sys.stderr)
         return 2
 

@@ -1,14 +1,19 @@
-"""`kernelscope optimize`: tree search over candidates, evaluated only through the MCP tools.
+"""`kernelscope optimize`: tree search over candidates, evaluated and profiled only through the MCP tools.
 
 The loop is an ordinary MCP client: it starts `kernelscope serve` over stdio (or connects to a running
 server's URL), sends each candidate with its reference to the `run` tool, and turns the answer into an
-``Outcome`` for the search (``agent/search``). Nothing here imports ``kernelscope.tools``: the same
-loop works against a remote server.
+``Outcome`` for the search (``agent/search``). Where the server can profile (its `capabilities` say
+Nsight Compute works), the two-stage `analyze` tool runs on the reference first and then on the start
+and on every candidate that sets a new best: its bottleneck class and ranked findings go into the
+outcome, where they choose the offline proposer's next knob moves, widen MCTS under severe findings and
+fill the LLM proposers' prompts. Nothing here imports ``kernelscope.tools``: the same loop works
+against a remote server.
 
 A run is a directory: ``config.json``, every candidate's source (``candidates/``), every evaluation
-(``evals/``, keyed by candidate), the tree (``tree.json``), the best candidate (``best.py``) and
-``summary.json``. Evaluations found in ``evals/`` are reused, so a run that was interrupted resumes
-where it stopped (the search is deterministic given the same outcomes).
+(``evals/``) and profile (``analysis/``), keyed by candidate, the tree (``tree.json``), the best
+candidate (``best.py``), ``summary.json`` and ``report.html``. Evaluations and profiles found in the
+directory are reused, so a run that was interrupted resumes where it stopped (the search is
+deterministic given the same outcomes).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.from_thread
@@ -32,13 +37,18 @@ from kernelscope.agent.search.knobs import apply_knobs
 from kernelscope.agent.search.strategies import SearchState
 
 STRATEGIES = {"mcts": MCTS, "greedy": Greedy, "beam": Beam, "random": RandomSearch}
+SEVERITY_RANK = {"critical": 0, "high": 1, "warning": 2, "info": 3}
 
 
 class OptimizeConfig(BaseModel):
     reference: Path = Field(description="KernelBench-style reference module (Model, get_inputs, get_init_inputs).")
-    candidate: Path = Field(description="Knob-annotated candidate template (defines ModelNew).")
+    candidate: Path | None = Field(None, description="Starting candidate (defines ModelNew; knob-annotated for the "
+                                                     "offline proposer). None: the LLM proposers start from the "
+                                                     "reference itself.")
     out: Path = Field(description="Run directory (created; reused to resume).")
     budget: int = Field(20, ge=1, le=10_000, description="Evaluations, the starting candidate included.")
+    time_s: float | None = Field(None, gt=0, le=7 * 86400, description="Wall-clock budget of this invocation; the "
+                                                                        "search stops after the evaluation under way.")
     strategy: Literal["mcts", "greedy", "beam", "random"] = "mcts"
     server: str | None = Field(None, description="An http(s) URL of a running server, or a command line to start "
                                                  "one over stdio (default: this Python's `kernelscope serve`).")
@@ -51,6 +61,16 @@ class OptimizeConfig(BaseModel):
         "auto", description="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, "
                             "else the offline knob proposer.")
     model: str | None = Field(None, description="LLM model name (anthropic default: claude-sonnet-4-5).")
+    analyze: Literal["auto", "always", "never"] = Field(
+        "auto", description="Profile with the `analyze` tool: auto when the server says Nsight Compute works "
+                            "there and the device is not the CPU; always (a failure to profile is then an error).")
+    analyze_max: int = Field(8, ge=0, le=1000, description="Profiles at most per invocation (the reference, the "
+                                                           "start, then each new best).")
+    objective: Literal["speed", "energy"] = Field(
+        "speed", description="energy: measure NVML energy per call and add energy_weight x log2(energy gain) to "
+                             "the reward (speed first, energy second).")
+    energy_weight: float = Field(0.5, ge=0, le=10)
+    report: bool = Field(True, description="Write report.html at the end.")
 
 
 class OptimizeSummary(BaseModel):
@@ -62,14 +82,51 @@ class OptimizeSummary(BaseModel):
     start_speedup: float | None
     best_status: str
     history: list[float] = Field(description="Best log2 speedup after each evaluation.")
+    stopped: str = Field("budget", description="Why the search ended: budget, time or exhausted.")
     proposer: str
     llm_calls: int = 0
     llm_tokens: dict[str, int] = Field(default_factory=dict)
+    llm_cost_usd: float | None = Field(None, description="Estimated from the model's list price, where known.")
+    analyses: int = Field(0, description="`analyze` profiles made (reused ones included).")
+    analysis_note: str | None = Field(None, description="Why profiles were not made, when they were not.")
+    reference_bottleneck: str | None = None
+    best_bottleneck: str | None = None
     wall_s: float
     out: str
+    report: str | None = None
 
 
-def outcome_from_run(result: dict[str, Any] | None, error: str | None) -> Outcome:
+class Observer(Protocol):
+    """What the live view (or a test) sees of a run."""
+
+    def activity(self, text: str) -> None: ...
+
+    def step(self, st: SearchState) -> None: ...
+
+
+# ------------------------------------------------------------------------------------------- problems
+def resolve_problem(problem: Path, candidate: Path | None = None) -> tuple[Path, Path | None]:
+    """A problem is a reference module file, or a directory holding ``reference.py`` and a starting
+    candidate (``candidate.py``, the knob-annotated one, else ``naive.py``)."""
+    if problem.is_dir():
+        ref = problem / "reference.py"
+        if not ref.is_file():
+            raise ValueError(f"{problem} is a directory without reference.py (Model, get_inputs, get_init_inputs)")
+        if candidate is None:
+            candidate = next((problem / n for n in ("candidate.py", "naive.py") if (problem / n).is_file()), None)
+        return ref, candidate
+    if not problem.is_file():
+        raise ValueError(f"{problem} is not a file or a problem directory")
+    return problem, candidate
+
+
+def reference_as_candidate(reference: str) -> str:
+    """The reference module as a candidate (``ModelNew`` is ``Model``): where an LLM starts without one."""
+    return reference.rstrip() + "\n\n\nclass ModelNew(Model):  # the reference itself: the baseline\n    pass\n"
+
+
+# ------------------------------------------------------------------------------------------- answers
+def outcome_from_run(result: dict[str, Any] | None, error: str | None, *, energy: bool = False) -> Outcome:
     """The `run` tool's structured answer (eval mode) as the search's Outcome."""
     if error is not None:
         low = error.lower()
@@ -83,10 +140,54 @@ def outcome_from_run(result: dict[str, Any] | None, error: str | None) -> Outcom
             else "incorrect"
         return Outcome(status, note=(ev.get("error") or "")[:300])  # type: ignore[arg-type]
     eager = next((s for s in ev.get("speedups", []) if s.get("baseline") == "eager"), None)
-    return Outcome("correct", speedup=eager.get("speedup") if eager else None,
+    ratio = None
+    if energy:
+        e = ev.get("energy") or {}
+        c, r = (e.get("candidate") or {}).get("joules_per_call"), (e.get("reference") or {}).get("joules_per_call")
+        ratio = r / c if c and r else None
+    return Outcome("correct", speedup=eager.get("speedup") if eager else None, energy_ratio=ratio,
                    note=f"verdict {verdict}")
 
 
+def top_kernel(result: dict[str, Any]) -> dict[str, Any] | None:
+    kernels = result.get("kernels") or []
+    if not kernels:
+        return None
+    return max(kernels, key=lambda k: k.get("total_duration_ns") or k.get("duration_ns") or 0.0)
+
+
+def findings_of(result: dict[str, Any]) -> tuple[str | None, list[str], bool, list[str]]:
+    """An `analyze` answer as (bottleneck class of the costliest kernel, rule ids most severe first, whether
+    a high/critical finding is open, one sentence per finding with its first fix)."""
+    if result.get("status") != "ok":
+        return None, [], False, []
+    top = top_kernel(result)
+    found = [f for k in result.get("kernels") or [] for f in k.get("findings") or []]
+    found += result.get("system_findings") or []
+    found.sort(key=lambda f: (SEVERITY_RANK.get(f.get("severity", ""), 4), -(f.get("impact") or 0.0)))
+    rules = list(dict.fromkeys(f["rule"] for f in found))
+    severe = any(f.get("severity") in ("critical", "high") for f in found)
+    details = []
+    for f in found[:8]:
+        fix = (f.get("fixes") or [{}])[0]
+        where = f" at {f['line']}" if f.get("line") else ""
+        details.append(f"{f['rule']} ({f.get('severity')}{', ' + f['kernel'] if f.get('kernel') else ''}{where}): "
+                       f"{f.get('diagnosis', '')}" + (f" Fix: {fix['action']} ({fix.get('expected_effect', '')})"
+                                                       if fix.get("action") else ""))
+    return (top["bottleneck"]["cls"] if top else None), rules, severe, details
+
+
+def trim_analysis(result: dict[str, Any]) -> dict[str, Any]:
+    """What the run directory keeps of an `analyze` answer (the full reports stay server artifacts)."""
+    keep = ("status", "explanation", "fixes", "stages", "kernels_total", "launches_profiled", "report_ids",
+            "trace_id", "wall_s", "system", "system_findings", "notes")
+    out = {k: result.get(k) for k in keep if k in result}
+    out["kernels"] = [{k: v for k, v in kern.items() if k not in ("hot_lines",)}
+                      for kern in (result.get("kernels") or [])[:6]]
+    return out
+
+
+# ------------------------------------------------------------------------------------------- plumbing
 def _server_params(cfg: OptimizeConfig) -> Any:
     from mcp import StdioServerParameters
 
@@ -115,11 +216,17 @@ def resolve_proposer(cfg: OptimizeConfig) -> str:
     return "offline"
 
 
-def make_expander(cfg: OptimizeConfig, template: str, reference: str) -> tuple[Any, Any, str]:
+def make_expander(cfg: OptimizeConfig, template: str | None, reference: str) -> tuple[Any, Any, str]:
     """The proposer (as a search expander), its starting candidate, and the name actually used."""
     name = resolve_proposer(cfg)
-    knobs = parse_knobs(template)
+    knobs = parse_knobs(template) if template is not None else []
     if name == "offline":
+        if template is None:
+            raise ValueError("the offline proposer tunes the knobs a candidate declares: give a knob-annotated "
+                             "candidate (or set an LLM key / --proposer to let a model write one)")
+        if not knobs:
+            raise ValueError(f"{cfg.candidate} declares no knobs (lines like `// @knob BLOCK 64 128 256`): the "
+                             "offline proposer has nothing to tune; annotate it or use an LLM proposer")
         exp = KnobExpander(knobs)
         return exp, exp.start(), name
     from kernelscope.agent.proposers import AnthropicClient, LLMExpander, OpenAIClient
@@ -131,8 +238,11 @@ def make_expander(cfg: OptimizeConfig, template: str, reference: str) -> tuple[A
         if not cfg.model:
             raise ValueError("the openai proposer needs --model (the endpoint's model name)")
         client = OpenAIClient(model=cfg.model)
-    start = apply_knobs(template, default_config(knobs)) if knobs else template
     exp = LLMExpander(client, reference)
+    if template is None:
+        cand = exp.start(reference_as_candidate(reference))
+        return exp, cand.__class__(cand.key, {**cand.payload, "reference_start": "1"}, "start: the reference"), name
+    start = apply_knobs(template, default_config(knobs)) if knobs else template
     return exp, exp.start(start), name
 
 
@@ -140,47 +250,123 @@ def _key_file(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20] + ".json"
 
 
-async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None] | None = None) -> OptimizeSummary:
+async def _analysis_available(client: Any, cfg: OptimizeConfig) -> tuple[bool, str | None]:
+    """Whether to profile, and if not, why not."""
+    if cfg.analyze == "never":
+        return False, "profiling turned off (--analyze never)"
+    if cfg.device == "cpu":
+        if cfg.analyze == "always":
+            raise ValueError("--analyze always needs a GPU: the candidates run on the CPU (--device cpu)")
+        return False, "candidates run on the CPU: there are no kernels to profile"
+    r = await client.call_tool("capabilities", {})
+    caps = r.structured_content or {}
+    if (caps.get("can") or {}).get("ncu_profile"):
+        return True, None
+    why = (caps.get("reasons") or {}).get("ncu_profile") or "the server cannot profile with Nsight Compute"
+    if cfg.analyze == "always":
+        raise ValueError(f"--analyze always, but the server cannot profile: {why}")
+    return False, f"no profiles: {why}"
+
+
+# ------------------------------------------------------------------------------------------- the loop
+async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None] | None = None,
+                   observer: Observer | None = None) -> OptimizeSummary:
     from mcp import Client
 
-    template = cfg.candidate.read_text()
     reference = cfg.reference.read_text()
+    template = cfg.candidate.read_text() if cfg.candidate is not None else None
     expander, start, proposer = make_expander(cfg, template, reference)
+    energy = cfg.objective == "energy"
 
     def source_of(payload: dict[str, str]) -> str:
-        return payload["source"] if "source" in payload else apply_knobs(template, payload)
+        return payload["source"] if "source" in payload else apply_knobs(template or "", payload)
 
     def key_of(payload: dict[str, str]) -> str:
         return expander.key(payload["source"]) if "source" in payload else expander.key(payload)
-    for sub in ("candidates", "evals"):
+
+    def tell(text: str) -> None:
+        if observer is not None:
+            observer.activity(text)
+
+    for sub in ("candidates", "evals", "analysis"):
         (cfg.out / sub).mkdir(parents=True, exist_ok=True)
     (cfg.out / "config.json").write_text(cfg.model_dump_json(indent=1))
     t0 = time.monotonic()
-    counts = {"reused": 0}
+    deadline = t0 + cfg.time_s if cfg.time_s else None
+    counts = {"reused": 0, "analyses": 0, "fresh_analyses": 0}
+    best = {"speedup": 0.0}
+    ref_key = "reference:" + hashlib.sha256(reference.encode()).hexdigest()
 
     async with Client(_server_params(cfg)) as client:
+        analyzing, analysis_note = await _analysis_available(client, cfg)
+
+        async def analyze(key: str, source: str, label: str) -> dict[str, Any] | None:
+            """A cached or fresh `analyze` profile of ``source`` (None when it could not be made)."""
+            nonlocal analyzing, analysis_note
+            path = cfg.out / "analysis" / _key_file(key)
+            if path.is_file():
+                counts["analyses"] += 1
+                return json.loads(path.read_text())["result"]
+            if not analyzing or counts["fresh_analyses"] >= cfg.analyze_max:
+                return None
+            tell(f"profiling {label} (analyze)")
+            counts["fresh_analyses"] += 1
+            r = await client.call_tool("analyze", {"reference": reference, "candidate": source,
+                                                   "timeout_s": cfg.timeout_s})
+            if r.is_error or not r.structured_content:
+                text = "\n".join(getattr(b, "text", "") for b in r.content)[:500]
+                if cfg.analyze == "always":
+                    raise RuntimeError(f"analyze failed on {label}: {text}")
+                analysis_note = f"analyze failed on {label}: {text}"
+                return None
+            result = trim_analysis(r.structured_content)
+            path.write_text(json.dumps({"key": key, "label": label, "result": result}, indent=1, default=str))
+            counts["analyses"] += 1
+            return result
+
         async def run_tool(source: str) -> tuple[Outcome, str, Any]:
             args = {"mode": "eval", "reference": reference, "candidate": source, "device": cfg.device,
                     "trials": cfg.trials, "tolerance": cfg.tolerance, "timing_budget_s": cfg.timing_budget_s,
-                    "timeout_s": cfg.timeout_s}
+                    "timeout_s": cfg.timeout_s, "measure_energy": energy}
             r = await client.call_tool("run", args)
             text = "\n".join(getattr(b, "text", "") for b in r.content)
-            out = outcome_from_run(None if r.is_error else r.structured_content, text if r.is_error else None)
+            out = outcome_from_run(None if r.is_error else r.structured_content, text if r.is_error else None,
+                                   energy=energy)
             return out, text, None if r.is_error else r.structured_content
+
+        async def with_profile(key: str, source: str, out: Outcome, label: str) -> Outcome:
+            """Profile the start and each new best; their findings steer the expansions below them."""
+            promising = out.ok and (label == "start" or (out.speedup or 0.0) > best["speedup"] * 1.02)
+            if out.ok:
+                best["speedup"] = max(best["speedup"], out.speedup or 0.0)
+            if not promising:
+                return out
+            result = await analyze(key, source, label)
+            if result is not None:
+                out.bottleneck, out.findings, out.severe, out.details = findings_of(result)
+            return out
 
         async def evaluate_async(payload: dict[str, str]) -> Outcome:
             key = key_of(payload)
+            label = "start" if counts.setdefault("evaluated", 0) == 0 else f"candidate {counts['evaluated']}"
+            counts["evaluated"] += 1
+            if payload.get("reference_start"):  # the reference itself is the 1.0x baseline: nothing to time
+                out = Outcome("correct", speedup=1.0, note="the reference itself (the baseline)")
+                return await with_profile(ref_key, payload["source"], out, "start")
             cached = cfg.out / "evals" / _key_file(key)
             if cached.is_file():
                 counts["reused"] += 1
                 rec = json.loads(cached.read_text())
                 if rec.get("repaired_source"):
                     payload["source"] = rec["repaired_source"]
-                return Outcome(**rec["outcome"])
+                out = Outcome(**rec["outcome"])
+                return await with_profile(key, source_of(payload), out, label)
             source = source_of(payload)
+            tell(f"evaluating {label} (run)")
             out, text, result = await run_tool(source)
             repaired = None
             if out.status == "compile-error" and hasattr(expander, "repair"):  # one bounded repair turn
+                tell(f"repairing {label} (LLM)")
                 fixed = await anyio.to_thread.run_sync(expander.repair, source, out.note or text)
                 if fixed is not None:
                     out, text, result = await run_tool(fixed)
@@ -188,49 +374,80 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
             rec = {"key": key, "payload": payload, "outcome": out.__dict__, "summary": text[:4000],
                    "result": result, "repaired_source": repaired}
             cached.write_text(json.dumps(rec, indent=1, default=str))
-            return out
+            return await with_profile(key, repaired or source, out, label)
+
+        ref_analysis = None
+        if analyzing:
+            ref_analysis = await analyze(ref_key, reference_as_candidate(reference), "the reference")
 
         def evaluate(config: dict[str, str]) -> Outcome:
             return anyio.from_thread.run(evaluate_async, config)
 
+        def step(st: SearchState) -> None:
+            if on_step is not None:
+                on_step(st)
+            if observer is not None:
+                observer.step(st)
+
         def search() -> SearchState:
             strategy = STRATEGIES[cfg.strategy]()
-            return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=on_step)
+            return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=step,
+                              deadline=deadline, energy_weight=cfg.energy_weight if energy else 0.0)
 
         st = await anyio.to_thread.run_sync(search)
 
     for n in st.nodes:
         (cfg.out / "candidates" / f"{n.id:04d}.py").write_text(source_of(n.payload))
-    (cfg.out / "tree.json").write_text(json.dumps(st.root.to_dict(), indent=1))
-    best = st.best
-    (cfg.out / "best.py").write_text(source_of(best.payload))
+    tree = st.root.to_dict()
+    (cfg.out / "tree.json").write_text(json.dumps(tree, indent=1))
+    best_node = st.best
+    (cfg.out / "best.py").write_text(source_of(best_node.payload))
+    from kernelscope.agent.proposers import llm_cost_usd
+
     summary = OptimizeSummary(
-        evaluations=len(st.nodes), reused=counts["reused"], best_id=best.id,
-        best_config={k: v for k, v in best.payload.items() if k != "source"},
+        evaluations=len(st.nodes), reused=counts["reused"], best_id=best_node.id,
+        best_config={k: v for k, v in best_node.payload.items() if "source" not in best_node.payload},
         proposer=proposer, llm_calls=getattr(expander, "calls", 0), llm_tokens=dict(getattr(expander, "tokens", {})),
-        best_speedup=best.outcome.speedup, start_speedup=st.root.outcome.speedup, best_status=best.outcome.status,
-        history=[round(h, 4) for h in st.history], wall_s=round(time.monotonic() - t0, 2), out=str(cfg.out))
+        llm_cost_usd=llm_cost_usd(cfg.model or "claude-sonnet-4-5" if proposer == "anthropic" else cfg.model,
+                                  dict(getattr(expander, "tokens", {}))) if proposer != "offline" else None,
+        best_speedup=best_node.outcome.speedup, start_speedup=st.root.outcome.speedup,
+        best_status=best_node.outcome.status, history=[round(h, 4) for h in st.history], stopped=st.stopped,
+        analyses=counts["analyses"], analysis_note=analysis_note,
+        reference_bottleneck=(findings_of(ref_analysis)[0] if ref_analysis else None),
+        best_bottleneck=best_node.outcome.bottleneck, wall_s=round(time.monotonic() - t0, 2), out=str(cfg.out))
+    if cfg.report:
+        from kernelscope.agent.report import write_report
+
+        summary.report = str(write_report(cfg.out, summary=summary.model_dump(), tree=tree))
     (cfg.out / "summary.json").write_text(summary.model_dump_json(indent=1))
     return summary
 
 
+# ------------------------------------------------------------------------------------------- CLI
+def config_from_args(args: Any) -> OptimizeConfig:
+    ref, cand = resolve_problem(Path(args.problem), Path(args.candidate) if args.candidate else None)
+    return OptimizeConfig(reference=ref, candidate=cand, out=Path(args.out), budget=args.budget, time_s=args.time,
+                          strategy=args.strategy, server=args.server, device=args.device,
+                          timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
+                          model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
+                          objective=args.objective, tolerance=args.tolerance)
+
+
 def run_cli(args: Any) -> int:
-    """`kernelscope optimize`: print one line per evaluation and the summary."""
-    cfg = OptimizeConfig(reference=Path(args.reference), candidate=Path(args.candidate), out=Path(args.out),
-                         budget=args.budget, strategy=args.strategy, server=args.server, device=args.device,
-                         timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
-                         model=args.model)
+    """`kernelscope optimize`: a live view on a terminal (one line per evaluation otherwise), the summary."""
+    from kernelscope.agent.live import make_view
 
-    def show(st: SearchState) -> None:
-        n = st.nodes[-1]
-        sp = f"{n.outcome.speedup:.3f}x" if n.outcome.speedup else n.outcome.status
-        best = st.best.outcome.speedup
-        print(f"[{len(st.nodes)}/{cfg.budget}] node {n.id} {n.change}: {sp}; best {best or 0:.3f}x", flush=True)
-
-    summary = anyio.run(lambda: optimize(cfg, on_step=show))
-    print(f"best: node {summary.best_id} {summary.best_config} at {summary.best_speedup or 0:.3f}x over the reference "
-          f"(start {summary.start_speedup or 0:.3f}x), {summary.evaluations} evaluations "
-          f"({summary.reused} reused) in {summary.wall_s:.1f} s; proposer {summary.proposer}"
-          + (f" ({summary.llm_calls} LLM calls, {summary.llm_tokens} tokens)" if summary.llm_calls else "")
-          + f"; run directory {summary.out}")
+    cfg = config_from_args(args)
+    view = make_view(cfg, live=args.live)
+    with view:
+        summary = anyio.run(lambda: optimize(cfg, observer=view))
+    cost = f", ~${summary.llm_cost_usd:.2f}" if summary.llm_cost_usd is not None else ""
+    print(f"best: node {summary.best_id} {summary.best_config or ''} at {summary.best_speedup or 0:.3f}x over the "
+          f"reference (start {summary.start_speedup or 0:.3f}x), {summary.evaluations} evaluations "
+          f"({summary.reused} reused, stopped on {summary.stopped}) in {summary.wall_s:.1f} s; proposer "
+          f"{summary.proposer}"
+          + (f" ({summary.llm_calls} LLM calls, {summary.llm_tokens} tokens{cost})" if summary.llm_calls else "")
+          + (f"; {summary.analyses} profiles" if summary.analyses else f"; {summary.analysis_note}"
+             if summary.analysis_note else "")
+          + f"\nrun directory {summary.out}" + (f"; report {summary.report}" if summary.report else ""))
     return 0

@@ -27,6 +27,7 @@ class Outcome:
     bottleneck: str | None = None
     findings: list[str] = field(default_factory=list)  # rule ids, most severe first
     severe: bool = False  # a critical/high finding is open
+    details: list[str] = field(default_factory=list)  # the findings as sentences (diagnosis, top fix), for LLMs
     note: str = ""
 
     @property

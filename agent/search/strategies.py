@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -46,6 +47,7 @@ class SearchState:
     expander: Expander
     energy_weight: float = 0.0
     history: list[float] = field(default_factory=list)  # best reward after each evaluation
+    stopped: str = "budget"  # why the search ended: budget, time, exhausted
 
     @property
     def best(self) -> Node:
@@ -224,8 +226,10 @@ class RandomSearch:
 
 
 def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start: Candidate, *, budget: int,
-               energy_weight: float = 0.0, on_step: Callable[[SearchState], None] | None = None) -> SearchState:
-    """Evaluate ``start`` and then spend up to ``budget`` evaluations in all (the start counts)."""
+               energy_weight: float = 0.0, on_step: Callable[[SearchState], None] | None = None,
+               deadline: float | None = None) -> SearchState:
+    """Evaluate ``start`` and then spend up to ``budget`` evaluations in all (the start counts), stopping
+    early once ``time.monotonic()`` passes ``deadline`` (the evaluation under way is finished)."""
     if budget < 1:
         raise ValueError("the budget is at least one evaluation (the starting candidate)")
     out = evaluate(start.payload)
@@ -234,8 +238,14 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
     root.value = root.reward
     st = SearchState(root=root, nodes=[root], memory=SearchMemory(), seen={start.key}, evaluate=evaluate,
                      expander=expander, energy_weight=energy_weight, history=[root.reward])
+    if on_step is not None:
+        on_step(st)
     while len(st.nodes) < budget:
+        if deadline is not None and time.monotonic() >= deadline:
+            st.stopped = "time"
+            break
         if not strategy.step(st):
+            st.stopped = "exhausted"
             break
         if on_step is not None:
             on_step(st)

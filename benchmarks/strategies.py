@@ -1,0 +1,297 @@
+"""Search strategies at equal evaluation budgets on the knob-annotated problems (examples/problems/*/
+candidate.py): the agent's MCTS against greedy, beam and random search and against Kernel Tuner's
+strategies, over the same measured search spaces.
+
+Two steps, because a fair comparison needs many seeds and a GPU evaluation costs ~1 s:
+
+1. ``measure`` (on the GPU): every configuration of every space is compiled (NVRTC), checked against
+   the reference and timed interleaved with it by the run tool's own harness (CUDA events, L2 flushed
+   before every call, warm-up until settled, >= 20 rounds); the samples go to a JSON table.
+
+       python benchmarks/strategies.py measure --out benchmarks/data/spaces-h100.json
+
+2. ``replay`` (anywhere, the default): each strategy searches each space with the table as its
+   evaluator, 20 seeds each. An evaluation's speedup is a bootstrap median of the recorded samples
+   (its own draw per seed), so strategies see realistic timing noise; what a strategy *reached* is the
+   true (full-sample) speedup of the configuration it believes best. Kernel Tuner runs in its
+   simulation mode on a cache file written from the same draws.
+
+       python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 20]
+
+Printed: the fraction of the exhaustive best reached after 10, 25 and 50 evaluations (median over
+seeds) and the evaluations needed to reach 95% of it, as a share of the space. The offline proposer
+gets no profile in the replay (no findings to order its moves): the search alone is compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import itertools
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROBLEMS, device_line, table
+
+from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, run_search
+from kernelscope.agent.search.knobs import apply_knobs, parse_knobs
+
+DATA = Path(__file__).resolve().parent / "data" / "spaces-h100.json"
+TOL = {"softmax": (1e-4, 1e-7)}  # outputs ~1/DIM: relative check; others rtol=atol=1e-4
+KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls",
+                 "pso", "dual_annealing", "basinhopping", "diff_evo", "firefly_algorithm", "bayes_opt")
+CHECKPOINTS = (10, 25, 50)
+
+
+def knob_problems() -> list[str]:
+    return sorted(p.name for p in PROBLEMS.iterdir() if (p / "candidate.py").is_file())
+
+
+def key(cfg: dict[str, str], names: list[str]) -> str:
+    return ",".join(cfg[n] for n in names)
+
+
+# ------------------------------------------------------------------------------------------- measure
+def _module(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def measure(out: Path, problems: list[str], budget_s: float) -> None:
+    import torch
+
+    from kernelscope.tools.eval_harness import Harness
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    data: dict[str, Any] = {"device": device_line(), "command": " ".join(sys.argv), "timing_budget_s": budget_s,
+                            "problems": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="ks-spaces-"))
+    for problem in problems:
+        t0 = time.monotonic()
+        ref = _module(PROBLEMS / problem / "reference.py", f"ref_{problem}")
+        torch.manual_seed(0)
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+        ref_model = ref.Model(*ref.get_init_inputs()).cuda()
+        expected = ref_model(*inputs)
+        template = (PROBLEMS / problem / "candidate.py").read_text()
+        knobs = parse_knobs(template)
+        names = [k.name for k in knobs]
+        rtol, atol = TOL.get(problem, (1e-4, 1e-4))
+        h = Harness({"device": "cuda", "timing_budget_s": budget_s, "min_runs": 20, "warmup_s": 0.05})
+        configs: dict[str, Any] = {}
+        extra = {v: PROBLEMS / problem / f"{v}.py" for v in ("naive", "better")}
+        todo: list[tuple[str, Path]] = []
+        for values in itertools.product(*(k.values for k in knobs)):
+            cfg = dict(zip(names, values, strict=True))
+            path = tmp / f"{problem}_{'_'.join(values)}.py"
+            path.write_text(apply_knobs(template, cfg))
+            todo.append((key(cfg, names), path))
+        todo += [(f"@{v}", p) for v, p in extra.items()]
+        for k, path in todo:
+            rec: dict[str, Any] = {}
+            try:
+                mod = _module(path, f"cand_{problem}_{abs(hash(k))}")
+                model = mod.ModelNew(*ref.get_init_inputs()).cuda()
+                got = model(*inputs)
+                torch.cuda.synchronize()
+                rec["correct"] = bool(torch.allclose(got, expected, rtol=rtol, atol=atol))
+            except Exception as e:  # a configuration that does not build or launch is a data point too
+                rec = {"correct": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+            if rec["correct"]:
+                s = h.time_interleaved({"ref": ref_model, "cand": model}, [{"ref": inputs, "cand": inputs}])
+                rec["ref_us"] = [round(x, 2) for x in s["ref"]]
+                rec["cand_us"] = [round(x, 2) for x in s["cand"]]
+                rec["speedup"] = statistics.median(s["ref"]) / statistics.median(s["cand"])
+            configs[k] = rec
+            print(f"{problem} {k}: {rec.get('speedup', rec.get('error', 'incorrect'))}", flush=True)
+        data["problems"][problem] = {"knobs": {k.name: list(k.values) for k in knobs}, "configs": configs,
+                                     "measure_s": round(time.monotonic() - t0, 1)}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=None, separators=(",", ":")))
+    print(f"wrote {out}")
+
+
+# ------------------------------------------------------------------------------------------- replay
+class Space:
+    """One measured space: true speedups and a seeded noisy evaluator."""
+
+    def __init__(self, name: str, rec: dict[str, Any]) -> None:
+        self.name = name
+        self.knobs = rec["knobs"]
+        self.names = list(self.knobs)
+        self.configs = {k: v for k, v in rec["configs"].items() if not k.startswith("@")}
+        self.extra = {k[1:]: v for k, v in rec["configs"].items() if k.startswith("@")}
+        self.true = {k: v["speedup"] if v.get("correct") else None for k, v in self.configs.items()}
+        self.best = max(s for s in self.true.values() if s)
+        self.size = len(self.configs)
+
+    def draw(self, seed: int) -> dict[str, float | None]:
+        """One observed speedup per configuration: bootstrap medians of its recorded samples."""
+        rng = random.Random(seed)
+        seen: dict[str, float | None] = {}
+        for k, v in self.configs.items():
+            if not v.get("correct"):
+                seen[k] = None
+                continue
+            ref = statistics.median(rng.choices(v["ref_us"], k=len(v["ref_us"])))
+            cand = statistics.median(rng.choices(v["cand_us"], k=len(v["cand_us"])))
+            seen[k] = ref / cand
+        return seen
+
+    def reached(self, order: list[str], observed: dict[str, float | None], budget: int) -> list[float]:
+        """Fraction of the exhaustive best reached after each evaluation (the true speedup of the
+        configuration the strategy believes best so far)."""
+        out, best_k, best_obs = [], None, -1.0
+        for k in order[:budget]:
+            o = observed[k]
+            if o is not None and o > best_obs:
+                best_k, best_obs = k, o
+            out.append((self.true[best_k] or 0.0) / self.best if best_k else 0.0)
+        while out and len(out) < budget:  # a strategy that stopped early keeps what it had
+            out.append(out[-1])
+        return out
+
+
+def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict[str, float | None]) -> list[str]:
+    template_knobs = parse_knobs("\n".join(f"// @knob {n} {' '.join(v)}" for n, v in space.knobs.items()))
+    exp = KnobExpander(template_knobs)
+
+    def evaluate(cfg: dict[str, str]) -> Outcome:
+        o = observed[key(cfg, space.names)]
+        return Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
+
+    strat = {"mcts": MCTS, "greedy": Greedy, "beam": Beam}.get(strategy)
+    s = strat() if strat else RandomSearch(seed=seed)
+    st = run_search(s, exp, evaluate, exp.start(), budget=budget)
+    return [key(n.payload, space.names) for n in st.nodes]
+
+
+def run_kernel_tuner(space: Space, strategy: str, seed: int, budget: int,
+                     observed: dict[str, float | None], tmp: Path) -> list[str]:
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    params = {n: [int(v) for v in vals] for n, vals in space.knobs.items()}
+    cache = {}
+    for k, o in observed.items():
+        values = [int(v) for v in k.split(",")]
+        entry: dict[str, Any] = dict(zip(space.names, values, strict=True))
+        t = 1.0 / o if o else "RuntimeFailedConfig"  # time in units of the reference's: lower is better
+        entry.update({"time": t, "times": [t] if o else [], "compile_time": 0.0, "verification_time": 0.0,
+                      "benchmark_time": 0.0, "strategy_time": 0.0, "framework_time": 0.0,
+                      "timestamp": "2026-11-22 00:00:00+00:00"})
+        cache[",".join(map(str, values))] = entry
+    path = tmp / f"{space.name}-{strategy}-{seed}.json"
+    path.write_text(json.dumps({"device_name": "replay", "kernel_name": space.name, "problem_size": [1, 1, 1],
+                                "tune_params_keys": space.names, "tune_params": params, "objective": "time",
+                                "cache": cache}))
+    np.random.seed(seed)
+    random.seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, _ = tune_kernel(space.name, "__global__ void k() {}", (1, 1, 1), [], params, strategy=strategy,
+                             cache=str(path), simulation_mode=True, strategy_options={"max_fevals": budget},
+                             verbose=False, quiet=True)
+    order: list[str] = []
+    for r in res:
+        k = ",".join(str(r[n]) for n in space.names)
+        if k not in order:
+            order.append(k)
+    return order
+
+
+def replay(data_path: Path, seeds: int, kernel_tuner: bool) -> None:
+    data = json.loads(data_path.read_text())
+    print(f"# strategies on measured spaces ({data['device']}); replay {device_line()}\n")
+    spaces = [Space(n, r) for n, r in data["problems"].items()]
+    tmp = Path(tempfile.mkdtemp(prefix="ks-kt-"))
+    strategies = ["mcts", "greedy", "beam", "random"] + (
+        [f"kt:{s}" for s in KT_STRATEGIES] if kernel_tuner else [])
+    summary: dict[str, list[tuple[list[float], float]]] = {s: [] for s in strategies}
+    for space in spaces:
+        budget = min(space.size, max(max(CHECKPOINTS), math.ceil(space.size / 4)))
+        quarter = math.ceil(space.size / 4)
+        hand = space.extra.get("better", {}).get("speedup")
+        naive = space.extra.get("naive", {}).get("speedup")
+        start = space.true[key({n: v[0] for n, v in space.knobs.items()}, space.names)]
+        print(f"## {space.name}: {space.size} configurations, exhaustive best {space.best:.2f}x over the reference "
+              f"(start {start or 0:.2f}x; naive.py {naive or 0:.2f}x; hand-written better.py {hand or 0:.2f}x); "
+              f"a quarter of the space is {quarter} evaluations\n")
+        rows = []
+        for strat in strategies:
+            curves, hits, errors = [], [], []
+            for seed in range(seeds):
+                observed = space.draw(seed)
+                try:
+                    order = (run_kernel_tuner(space, strat[3:], seed, budget, observed, tmp) if strat.startswith("kt:")
+                             else run_ours(space, strat, seed, budget, observed))
+                except Exception as e:  # a strategy that cannot run on this space is reported, not hidden
+                    errors.append(f"{type(e).__name__}: {str(e)[:80]}")
+                    continue
+                c = space.reached(order, observed, budget)
+                curves.append(c)
+                hit = next((i + 1 for i, f in enumerate(c) if f >= 0.95), None)
+                hits.append(hit if hit is not None else math.inf)
+            if not curves:
+                rows.append([strat, "error", "", "", "", "", errors[0] if errors else ""])
+                continue
+            at = [statistics.median(c[min(n, len(c)) - 1] for c in curves) for n in CHECKPOINTS]
+            med_hit = statistics.median(hits)
+            within = sum(h <= quarter for h in hits) / len(hits)
+            summary[strat].append((at, med_hit / space.size if med_hit != math.inf else math.inf))
+            rows.append([strat, *(f"{a * 100:.1f}%" for a in at),
+                         f"{med_hit:.0f} ({med_hit / space.size * 100:.0f}%)" if med_hit != math.inf else "not reached",
+                         f"{within * 100:.0f}%", f"{len(errors)} seeds failed" if errors else ""])
+        print(table(["strategy", "@10", "@25", "@50", "evals to 95% (of space)", "seeds ≤ quarter", "note"], rows))
+        print()
+    rows = []
+    for strat, per in summary.items():
+        if not per:
+            continue
+        means = [statistics.mean(p[0][i] for p in per) for i in range(len(CHECKPOINTS))]
+        worst = max(p[1] for p in per)
+        rows.append([strat, *(f"{m * 100:.1f}%" for m in means),
+                     f"{worst * 100:.0f}%" if worst != math.inf else "not reached"])
+    print(f"## all {len(spaces)} spaces ({seeds} seeds each)\n")
+    print(table(["strategy", "mean @10", "mean @25", "mean @50", "worst median evals to 95% (share of space)"], rows))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd")
+    m = sub.add_parser("measure", help="time every configuration on this GPU")
+    m.add_argument("--out", type=Path, default=DATA)
+    m.add_argument("--problems", nargs="*", default=None)
+    m.add_argument("--timing-budget", type=float, default=0.1)
+    r = sub.add_parser("replay", help="compare strategies on a measured table (default)")
+    for q in (p, r):
+        q.add_argument("--data", type=Path, default=DATA)
+        q.add_argument("--seeds", type=int, default=20)
+        q.add_argument("--no-kernel-tuner", action="store_true")
+    args = p.parse_args()
+    if args.cmd == "measure":
+        measure(args.out, args.problems or knob_problems(), args.timing_budget)
+        return 0
+    if not args.data.is_file():
+        print(f"{args.data} not found: measure it first on a GPU (python benchmarks/strategies.py measure)")
+        return 2
+    replay(args.data, args.seeds, not args.no_kernel_tuner)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

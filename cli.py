@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--time", type=float, metavar="SECONDS", help="wall-clock budget (the search stops after the "
                                                                  "evaluation under way)")
     o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
+    o.add_argument("--seed", type=int, default=0, help="seeds MCTS's initial design and random search")
     o.add_argument("--server", help="URL of a running server, or a command starting one over stdio "
                                     "(default: this Python's `kernelscope serve`)")
     o.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")

@@ -18,6 +18,7 @@ deterministic given the same outcomes).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ class OptimizeConfig(BaseModel):
     time_s: float | None = Field(None, gt=0, le=7 * 86400, description="Wall-clock budget of this invocation; the "
                                                                         "search stops after the evaluation under way.")
     strategy: Literal["mcts", "greedy", "beam", "random"] = "mcts"
+    seed: int = Field(0, ge=0, description="Seeds MCTS's initial design and random search.")
     server: str | None = Field(None, description="An http(s) URL of a running server, or a command line to start "
                                                  "one over stdio (default: this Python's `kernelscope serve`).")
     device: Literal["auto", "cuda", "cpu"] = "auto"
@@ -390,7 +392,8 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
                 observer.step(st)
 
         def search() -> SearchState:
-            strategy = STRATEGIES[cfg.strategy]()
+            cls = STRATEGIES[cfg.strategy]
+            strategy = cls(seed=cfg.seed) if "seed" in {f.name for f in dataclasses.fields(cls)} else cls()
             return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=step,
                               deadline=deadline, energy_weight=cfg.energy_weight if energy else 0.0)
 
@@ -427,7 +430,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 def config_from_args(args: Any) -> OptimizeConfig:
     ref, cand = resolve_problem(Path(args.problem), Path(args.candidate) if args.candidate else None)
     return OptimizeConfig(reference=ref, candidate=cand, out=Path(args.out), budget=args.budget, time_s=args.time,
-                          strategy=args.strategy, server=args.server, device=args.device,
+                          strategy=args.strategy, seed=args.seed, server=args.server, device=args.device,
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
                           objective=args.objective, tolerance=args.tolerance)

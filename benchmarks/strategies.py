@@ -174,8 +174,8 @@ def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict
         o = observed[key(cfg, space.names)]
         return Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
 
-    strat = {"mcts": MCTS, "greedy": Greedy, "beam": Beam}.get(strategy)
-    s = strat() if strat else RandomSearch(seed=seed)
+    s = {"mcts": lambda: MCTS(seed=seed), "greedy": Greedy, "beam": Beam,
+         "random": lambda: RandomSearch(seed=seed)}[strategy]()
     st = run_search(s, exp, evaluate, exp.start(), budget=budget)
     return [key(n.payload, space.names) for n in st.nodes]
 

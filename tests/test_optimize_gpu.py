@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from kernelscope.agent.optimize import OptimizeConfig, optimize, outcome_from_run
+from kernelscope.agent.optimize import OptimizeConfig, _server_params, optimize, outcome_from_run
 
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 PROBLEMS = Path(__file__).resolve().parent.parent / "examples" / "problems"
@@ -23,19 +22,17 @@ KNOBBED = sorted(p.name for p in PROBLEMS.iterdir() if (p / "candidate.py").is_f
 
 @pytest.mark.parametrize("problem", KNOBBED)
 async def test_optimize_beats_the_naive_candidate(problem: str, tmp_path: Path) -> None:
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     d = PROBLEMS / problem
     out = tmp_path / problem
-    cfg = OptimizeConfig(reference=d / "reference.py", candidate=d / "candidate.py", out=out, budget=10,
-                         timing_budget_s=0.3, trials=2, analyze="always", analyze_max=3, device="cuda")
+    cfg = OptimizeConfig(reference=d / "reference.py", candidate=d / "candidate.py", out=out, budget=12,
+                         timing_budget_s=0.3, trials=2, analyze="always", analyze_max=5, device="cuda")
     s = await optimize(cfg)
     assert s.best_status == "correct" and s.best_speedup is not None
     assert s.analyses >= 2 and s.reference_bottleneck and s.report and Path(s.report).is_file()
     # the naive candidate through the same tool, for the comparison the issue asks for
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kernelscope", "serve", "--home",
-                                                                 str(tmp_path / "home")])
-    async with Client(params) as client:
+    async with Client(_server_params(cfg)) as client:  # the same server command and environment
         r = await client.call_tool("run", {"mode": "eval", "reference": (d / "reference.py").read_text(),
                                            "candidate": (d / "naive.py").read_text(), "trials": 2,
                                            "timing_budget_s": 0.3, "device": "cuda"})

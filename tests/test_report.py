@@ -109,7 +109,7 @@ def test_live_view_and_plain_lines() -> None:
         live.step(st)
 
     with live:
-        st = run_search(MCTS(), exp, evaluate, exp.start(), budget=4, on_step=step)
+        st = run_search(MCTS(initial=0), exp, evaluate, exp.start(), budget=4, on_step=step)
         live.activity("profiling node 1 (analyze)")
         console.print(live)
     assert seen == [1, 2, 3, 4] and len(st.nodes) == 4

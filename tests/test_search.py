@@ -137,10 +137,23 @@ def test_baselines_share_the_interface_and_the_budget(strategy) -> None:  # type
 
 
 def test_progressive_widening_limits_children_by_visits() -> None:
-    m = MCTS(k=1.0, alpha=0.5, boost=1.0)
+    m = MCTS(k=1.0, alpha=0.5, boost=1.0, initial=0)
     st = _run(m, 12)
     for n in st.nodes:
         assert len(n.children) <= max(1, math.ceil(m.k * n.visits ** m.alpha)) + 1
+
+
+def test_the_initial_design_jumps_across_the_space_then_refines() -> None:
+    """The root's first children are seeded random jumps (reproducible per seed, different across
+    seeds); later children are one-knob moves from the best regions."""
+    a, b, c = (_run(MCTS(seed=s), 20) for s in (1, 1, 2))
+    first = [n.change for n in a.root.children[:6]]
+    assert all(ch.startswith("random ") for ch in first)
+    assert first == [n.change for n in b.root.children[:6]] != [n.change for n in c.root.children[:6]]
+    later = [n for n in a.nodes[7:] if not n.change.startswith("random ")]
+    assert later and all(n.parent is not None and n.parent.outcome.ok for n in later)
+    assert all(sum(n.payload[k] != n.parent.payload[k] for k in n.payload) == 1 for n in later)
+    assert not _run(MCTS(initial=0), 10).root.children[0].change.startswith("random ")
 
 
 def test_a_node_whose_children_all_fail_is_pruned() -> None:
@@ -149,7 +162,7 @@ def test_a_node_whose_children_all_fail_is_pruned() -> None:
             else Outcome("compile-error")
 
     exp = KnobExpander(parse_knobs(SPACE))
-    st = run_search(MCTS(fail_limit=3), exp, only_root_works, exp.start(), budget=50)
+    st = run_search(MCTS(fail_limit=3, initial=0), exp, only_root_works, exp.start(), budget=50)
     assert st.root.dead and "failed children" in st.root.dead_reason
     assert len(st.nodes) == 4  # the start and three failures, then the search stops
 

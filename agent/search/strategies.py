@@ -84,7 +84,11 @@ class MCTS:
       a severe finding open (more to gain there);
     - max backup (the best kernel found below a node is what matters, not the average);
     - dead-end pruning: a node whose ``fail_limit`` latest children all failed to compile or were
-      incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again.
+      incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again;
+    - an initial design: the root's first ``initial`` children are jumps across the whole space
+      (``expander.sample``, seeded by ``seed``) where the proposer can sample, so the tree starts from
+      the best of several regions instead of climbing from one corner (a proposer that cannot sample,
+      such as an LLM, simply expands).
     """
 
     c: float = 0.7
@@ -95,7 +99,12 @@ class MCTS:
     no_gain: int = 4
     gain_eps: float = 0.01
     backup: Literal["max", "mean"] = "max"
+    initial: int = 6
+    seed: int = 0
     name: str = "mcts"
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
 
     def allowed_children(self, node: Node, st: SearchState) -> int:
         k = self.k
@@ -113,6 +122,12 @@ class MCTS:
             if st.root.dead:
                 return False
             node = st.root
+            if len(st.root.children) < self.initial and not st.root.exhausted:
+                cand = st.expander.sample(self._rng, st.seen)  # the initial design: jumps across the space
+                if cand is not None:
+                    child = st.add(st.root, cand)
+                    self._backprop(child)
+                    return True
             while True:
                 live = [c for c in node.children if not c.dead and c.outcome.ok]
                 if not node.exhausted and len(node.children) < self.allowed_children(node, st):

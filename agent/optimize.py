@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ from kernelscope.agent.search.strategies import SearchState
 
 STRATEGIES = {"mcts": MCTS, "greedy": Greedy, "beam": Beam, "random": RandomSearch}
 SEVERITY_RANK = {"critical": 0, "high": 1, "warning": 2, "info": 3}
+_BUILD_ERROR = re.compile(r"CompileException|NVRTC_ERROR|ptxas|nvcc|compil|build|SyntaxError|ImportError|"
+                          r"ModuleNotFoundError|IndentationError", re.I)
 
 
 class OptimizeConfig(BaseModel):
@@ -138,9 +141,16 @@ def outcome_from_run(result: dict[str, Any] | None, error: str | None, *, energy
     verdict = ev.get("verdict")
     corr = ev.get("correctness") or {}
     if ev.get("status") != "ok" or not corr.get("correct"):
-        status = "invalid" if verdict == "invalid" else "crashed" if ev.get("crashed") or ev.get("timed_out") \
-            else "incorrect"
-        return Outcome(status, note=(ev.get("error") or "")[:300])  # type: ignore[arg-type]
+        err = ev.get("error") or ""
+        if ev.get("status") == "invalid" or verdict == "invalid":
+            status = "invalid"
+        elif ev.get("status") in ("crashed", "timeout"):
+            status = "crashed"
+        elif ev.get("status") == "error":  # it did not build or import (repairable), or raised while running
+            status = "compile-error" if _BUILD_ERROR.search(err) else "crashed"
+        else:
+            status = "incorrect"
+        return Outcome(status, note=err[-600:])  # type: ignore[arg-type]
     eager = next((s for s in ev.get("speedups", []) if s.get("baseline") == "eager"), None)
     ratio = None
     if energy:

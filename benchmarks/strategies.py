@@ -46,7 +46,7 @@ from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, 
 from kernelscope.agent.search.knobs import apply_knobs, parse_knobs
 
 DATA = Path(__file__).resolve().parent / "data" / "spaces-h100.json"
-TOL = {"softmax": (1e-4, 1e-7)}  # outputs ~1/DIM: relative check; others rtol=atol=1e-4
+TOL = {"softmax": (1e-4, 1e-7), "matmul_fp16": (1e-2, 1e-2)}  # softmax: outputs ~1/DIM; others 1e-4
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls",
                  "pso", "dual_annealing", "basinhopping", "diff_evo", "firefly_algorithm", "bayes_opt")
 CHECKPOINTS = (10, 25, 50)

@@ -1,7 +1,10 @@
 """The knob-annotated candidates in examples/problems (`candidate.py`): what the offline proposer
-tunes. Every knob value appears in at least one configuration that nvcc compiles here for sm_90 with
-the candidate's own -D options (no spills); the GPU test runs a covering set of configurations
-against the reference on the device. The whole space's timings are in benchmarks/strategies.py."""
+tunes. Every knob value appears in a configuration that nvcc compiles here for sm_90 with the
+candidate's own -D options; in the memory-bound spaces every configuration of a covering set compiles
+without spills, while the matmul space is hard on purpose (tilings that exceed 48 KiB of static shared
+memory fail to build, warp tiles that are not multiples of 16 are refused at import). The GPU test runs
+the covering set against the reference on the device. The whole spaces' timings are in
+benchmarks/strategies.py."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from kernelscope.agent.search.knobs import apply_knobs, default_config, parse_kn
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "examples" / "problems"
 KNOBBED = sorted(p.name for p in PROBLEMS.iterdir() if (p / "candidate.py").is_file())
+HARD = {"matmul_fp16"}  # spaces with configurations that are invalid by construction
 
 
 def covering(problem: str) -> list[dict[str, str]]:
@@ -69,7 +73,13 @@ def test_every_knob_value_compiles(problem: str, tmp_path: Path) -> None:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not on PATH")
-    mods = [(cfg, load(problem, cfg, tmp_path)) for cfg in covering(problem)]
+    mods = []
+    for cfg in covering(problem):
+        try:
+            mods.append((cfg, load(problem, cfg, tmp_path)))
+        except ValueError as e:  # refused at import: only where the space is hard by design
+            assert problem in HARD, f"{problem} {cfg}: {e}"
+            assert "not a multiple of 16" in str(e)
 
     def build(item: tuple[dict[str, str], ModuleType]) -> tuple[dict[str, str], int, str]:
         cfg, mod = item
@@ -83,11 +93,21 @@ def test_every_knob_value_compiles(problem: str, tmp_path: Path) -> None:
                                   timeout=300)
         return cfg, proc.returncode, proc.stdout + proc.stderr
 
+    built = []
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         for cfg, rc, log in pool.map(build, mods):
-            assert rc == 0, f"{problem} {cfg}:\n{log}"
+            default = cfg == mods[0][0]
+            if rc != 0:
+                assert problem in HARD and not default, f"{problem} {cfg}:\n{log}"
+                assert "too much shared data" in log, f"{problem} {cfg}: unexpected failure\n{log}"
+                continue
+            built.append(cfg)
             spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-            assert spills and all(s == ("0", "0") for s in spills), f"{problem} {cfg} spills:\n{log}"
+            if problem not in HARD or default:
+                assert spills and all(s == ("0", "0") for s in spills), f"{problem} {cfg} spills:\n{log}"
+    knobs = parse_knobs((PROBLEMS / problem / "candidate.py").read_text())
+    for k in knobs:  # every value of every knob builds in some configuration
+        assert {c[k.name] for c in built} == set(k.values), (k.name, [c[k.name] for c in built])
 
 
 @pytest.mark.gpu
@@ -107,9 +127,16 @@ def test_covering_configurations_match_the_reference_on_gpu(problem: str, tmp_pa
     torch.manual_seed(0)
     inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
     expected = ref.Model(*ref.get_init_inputs()).cuda()(*inputs)
+    checked = 0
     for cfg in covering(problem):
-        mod = load(problem, cfg, tmp_path)
-        got = mod.ModelNew(*ref.get_init_inputs()).cuda()(*inputs)
+        try:
+            mod = load(problem, cfg, tmp_path)
+            got = mod.ModelNew(*ref.get_init_inputs()).cuda()(*inputs)
+        except Exception as e:  # invalid by construction (import refusal, too much shared memory)
+            assert problem in HARD, f"{problem} {cfg}: {e}"
+            continue
+        checked += 1
         torch.cuda.synchronize()
-        rtol, atol = (1e-4, 1e-7) if problem == "softmax" else (1e-4, 1e-4)
+        rtol, atol = {"softmax": (1e-4, 1e-7), "matmul_fp16": (1e-2, 1e-2)}.get(problem, (1e-4, 1e-4))
         torch.testing.assert_close(got, expected, rtol=rtol, atol=atol, msg=lambda m, c=cfg: f"{problem} {c}: {m}")
+    assert checked >= 3

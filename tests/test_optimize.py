@@ -37,6 +37,16 @@ def test_run_answers_map_to_outcomes() -> None:
     assert outcome_from_run(bad, None).status == "incorrect"
     assert outcome_from_run(None, "The candidate source has a Python syntax error at line 3").status == \
         "compile-error"
+    # an H100 answer for a tiling that needs more static shared memory than a block may have: a build failure,
+    # which the LLM proposers' repair turn must see (tests/fixtures/optimize/matmul_fp16/evals)
+    smem = {"eval": {"status": "error", "verdict": "incorrect", "error": "CompileException: ptxas error   : "
+                     "Entry function 'matmul_knobs' uses too much shared data (0x17000 bytes, 0xc000 max)"}}
+    assert outcome_from_run(smem, None).status == "compile-error"
+    raised = {"eval": {"status": "error", "verdict": "incorrect", "error": "ValueError: inner dimensions differ"}}
+    assert outcome_from_run(raised, None).status == "crashed"
+    for st in ("crashed", "timeout"):
+        assert outcome_from_run({"eval": {"status": st, "verdict": "incorrect"}}, None).status == "crashed"
+    assert outcome_from_run({"eval": {"status": "invalid", "verdict": "invalid"}}, None).status == "invalid"
 
 
 async def test_optimize_end_to_end_on_cpu_and_resume(tmp_path: Path) -> None:

@@ -201,14 +201,14 @@ def test_report_of_a_cpu_run_in_a_headless_browser(tmp_path: Path) -> None:
     assert "CHUNKS = " in seen["source"] and seen["screenshot_bytes"] > 10_000
 
 
-@pytest.mark.parametrize("run", sorted(p.name for p in RUNS.iterdir()) if RUNS.is_dir() else [])
+@pytest.mark.parametrize("run", sorted(p.name for p in RUNS.iterdir() if p.is_dir()) if RUNS.is_dir() else [])
 def test_report_of_a_recorded_h100_run_in_a_headless_browser(run: str, tmp_path: Path) -> None:
     """A whole run directory recorded on the H100 (tests/fixtures/optimize/*, with its profiles): the
     report rebuilds from it and shows the reference and the best on the roofline table."""
     d = tmp_path / run
     shutil.copytree(RUNS / run, d)
     summary = json.loads((d / "summary.json").read_text())
-    assert summary["analyses"] >= 2 and summary["best_speedup"] > 1.0
+    assert summary["analyses"] >= 2 and summary["best_speedup"] > summary["start_speedup"]
     page = render_report(d, summary, json.loads((d / "tree.json").read_text()))
     assert "reference" in page
     seen = _open(write_report(d))

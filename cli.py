@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "evaluation under way)")
     o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
     o.add_argument("--seed", type=int, default=0, help="seeds MCTS's initial design and random search")
+    o.add_argument("--uct-c", type=float, default=0.7, help="MCTS exploration constant (on log2-speedup rewards)")
     o.add_argument("--server", help="URL of a running server, or a command starting one over stdio "
                                     "(default: this Python's `kernelscope serve`)")
     o.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")

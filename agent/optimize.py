@@ -55,6 +55,7 @@ class OptimizeConfig(BaseModel):
                                                                         "search stops after the evaluation under way.")
     strategy: Literal["mcts", "greedy", "beam", "random"] = "mcts"
     seed: int = Field(0, ge=0, description="Seeds MCTS's initial design and random search.")
+    uct_c: float = Field(0.7, ge=0, le=10, description="MCTS exploration constant (UCT), on log2-speedup rewards.")
     server: str | None = Field(None, description="An http(s) URL of a running server, or a command line to start "
                                                  "one over stdio (default: this Python's `kernelscope serve`).")
     device: Literal["auto", "cuda", "cpu"] = "auto"
@@ -75,6 +76,9 @@ class OptimizeConfig(BaseModel):
         "speed", description="energy: measure NVML energy per call and add energy_weight x log2(energy gain) to "
                              "the reward (speed first, energy second).")
     energy_weight: float = Field(0.5, ge=0, le=10)
+    cutlass_tools: Literal["auto", "never"] = Field(
+        "auto", description="auto: LLM proposers may call search_cutlass/read_cutlass_file when the server has "
+                            "the CUTLASS headers.")
     report: bool = Field(True, description="Write report.html at the end.")
 
 
@@ -92,6 +96,7 @@ class OptimizeSummary(BaseModel):
     llm_calls: int = 0
     llm_tokens: dict[str, int] = Field(default_factory=dict)
     llm_cost_usd: float | None = Field(None, description="Estimated from the model's list price, where known.")
+    llm_tool_calls: int = Field(0, description="Server tool calls the LLM made while writing (CUTLASS lookups).")
     analyses: int = Field(0, description="`analyze` profiles made (reused ones included).")
     analysis_note: str | None = Field(None, description="Why profiles were not made, when they were not.")
     reference_bottleneck: str | None = None
@@ -262,22 +267,42 @@ def _key_file(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20] + ".json"
 
 
-async def _analysis_available(client: Any, cfg: OptimizeConfig) -> tuple[bool, str | None]:
-    """Whether to profile, and if not, why not."""
+def _analysis_available(caps: dict[str, Any], cfg: OptimizeConfig) -> tuple[bool, str | None]:
+    """Whether to profile, and if not, why not (``caps``: the server's `capabilities` answer)."""
     if cfg.analyze == "never":
         return False, "profiling turned off (--analyze never)"
     if cfg.device == "cpu":
         if cfg.analyze == "always":
             raise ValueError("--analyze always needs a GPU: the candidates run on the CPU (--device cpu)")
         return False, "candidates run on the CPU: there are no kernels to profile"
-    r = await client.call_tool("capabilities", {})
-    caps = r.structured_content or {}
     if (caps.get("can") or {}).get("ncu_profile"):
         return True, None
     why = (caps.get("reasons") or {}).get("ncu_profile") or "the server cannot profile with Nsight Compute"
     if cfg.analyze == "always":
         raise ValueError(f"--analyze always, but the server cannot profile: {why}")
     return False, f"no profiles: {why}"
+
+
+CUTLASS_TOOLS = ("search_cutlass", "read_cutlass_file")
+
+
+async def _offer_cutlass_tools(client: Any, expander: Any) -> None:
+    """Let the LLM proposer look up CUTLASS/CuTe sources through the server while it writes: the two
+    tools' own MCP schemas, each call forwarded to the server from the search's thread."""
+    from kernelscope.agent.proposers import ToolSpec
+
+    listed = await client.list_tools()
+    expander.tools = [ToolSpec(t.name, t.description or "", t.input_schema) for t in listed.tools
+                      if t.name in CUTLASS_TOOLS]
+
+    def call(name: str, args: dict[str, Any]) -> str:
+        if name not in CUTLASS_TOOLS:
+            return f"Unknown tool {name!r}: only {', '.join(CUTLASS_TOOLS)} are offered here."
+        r = anyio.from_thread.run(client.call_tool, name, args)
+        text = "\n".join(getattr(b, "text", "") for b in r.content)
+        return ("Error: " + text) if r.is_error else text
+
+    expander.call_tool = call
 
 
 # ------------------------------------------------------------------------------------------- the loop
@@ -310,7 +335,10 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
     ref_key = "reference:" + hashlib.sha256(reference.encode()).hexdigest()
 
     async with Client(_server_params(cfg)) as client:
-        analyzing, analysis_note = await _analysis_available(client, cfg)
+        caps = (await client.call_tool("capabilities", {})).structured_content or {}
+        analyzing, analysis_note = _analysis_available(caps, cfg)
+        if proposer != "offline" and cfg.cutlass_tools == "auto" and (caps.get("can") or {}).get("cutlass"):
+            await _offer_cutlass_tools(client, expander)
 
         async def analyze(key: str, source: str, label: str) -> dict[str, Any] | None:
             """A cached or fresh `analyze` profile of ``source`` (None when it could not be made)."""
@@ -403,7 +431,8 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 
         def search() -> SearchState:
             cls = STRATEGIES[cfg.strategy]
-            strategy = cls(seed=cfg.seed) if "seed" in {f.name for f in dataclasses.fields(cls)} else cls()
+            fields = {f.name for f in dataclasses.fields(cls)}
+            strategy = cls(**{k: v for k, v in (("seed", cfg.seed), ("c", cfg.uct_c)) if k in fields})
             return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=step,
                               deadline=deadline, energy_weight=cfg.energy_weight if energy else 0.0)
 
@@ -421,6 +450,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
         evaluations=len(st.nodes), reused=counts["reused"], best_id=best_node.id,
         best_config={k: v for k, v in best_node.payload.items() if "source" not in best_node.payload},
         proposer=proposer, llm_calls=getattr(expander, "calls", 0), llm_tokens=dict(getattr(expander, "tokens", {})),
+        llm_tool_calls=getattr(expander, "tool_calls", 0),
         llm_cost_usd=llm_cost_usd(cfg.model or "claude-sonnet-4-5" if proposer == "anthropic" else cfg.model,
                                   dict(getattr(expander, "tokens", {}))) if proposer != "offline" else None,
         best_speedup=best_node.outcome.speedup, start_speedup=st.root.outcome.speedup,
@@ -440,7 +470,8 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 def config_from_args(args: Any) -> OptimizeConfig:
     ref, cand = resolve_problem(Path(args.problem), Path(args.candidate) if args.candidate else None)
     return OptimizeConfig(reference=ref, candidate=cand, out=Path(args.out), budget=args.budget, time_s=args.time,
-                          strategy=args.strategy, seed=args.seed, server=args.server, device=args.device,
+                          strategy=args.strategy, seed=args.seed, uct_c=args.uct_c,
+                          server=args.server, device=args.device,
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
                           objective=args.objective, tolerance=args.tolerance)

@@ -11,8 +11,10 @@ turn with the error. Tokens are counted per call.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +29,13 @@ the bottleneck class from the profiler and the ranked findings. Write ONE improv
 stay numerically correct. Address the top finding first. Do not call the reference's torch operations \
 for the main work, do not cache results, do not use other streams. Reply with a one-line rationale, then \
 the whole module in a single ```python block."""
+
+TOOLS_NOTE = """ You may look things up in NVIDIA's CUTLASS/CuTe sources before you write, with the tools \
+search_cutlass (a symbol or words; definitions first, with file and line) and read_cutlass_file (a file \
+or a line range), a few calls at most. A CuTe candidate compiles through \
+kernelscope.fast.CudaKernel(source, name, arch="sm_90a", cutlass=True); TMA descriptors come from \
+kernelscope.fast.tensor_map_2d; examples/cutlass/ in the kernelscope repository shows a Hopper GEMM built \
+that way."""
 
 _BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 
@@ -81,15 +90,34 @@ def llm_cost_usd(model: str | None, tokens: dict[str, int]) -> float | None:
     return round((tokens.get("input", 0) * price[0] + tokens.get("output", 0) * price[1]) / 1e6, 4)
 
 
+ToolCaller = Callable[[str, dict[str, Any]], str]  # (tool name, arguments) -> the tool's text answer
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A server tool offered to the model while it writes (name, description, JSON schema of its input)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+TOOL_BUDGET_SPENT = "Tool budget for this proposal spent: write the candidate now from what you have."
+
+
 class LLMClient(Protocol):
-    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
-        """The reply text and token usage {"input": n, "output": n}."""
+    def complete(self, system: str, user: str, tools: Sequence[ToolSpec] = (),
+                 call_tool: ToolCaller | None = None) -> tuple[str, dict[str, int]]:
+        """The final reply text and usage {"input": n, "output": n, "tool_calls": n}. With ``tools`` and
+        ``call_tool``, the model may call the tools (at most ``max_tool_calls`` per completion) before it
+        answers; each call goes to ``call_tool`` and its answer back to the model."""
 
 
 @dataclass
 class AnthropicClient:
     model: str
     max_tokens: int = 8192
+    max_tool_calls: int = 6
     api_key: str | None = None
     base_url: str | None = None
 
@@ -99,16 +127,34 @@ class AnthropicClient:
         self._c = anthropic.Anthropic(api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY"),
                                       base_url=self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None)
 
-    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
-        r = self._c.messages.create(model=self.model, max_tokens=self.max_tokens, system=system,
-                                    messages=[{"role": "user", "content": user}])
-        text = "".join(getattr(b, "text", "") for b in r.content)
-        return text, {"input": r.usage.input_tokens, "output": r.usage.output_tokens}
+    def complete(self, system: str, user: str, tools: Sequence[ToolSpec] = (),
+                 call_tool: ToolCaller | None = None) -> tuple[str, dict[str, int]]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        extra = {"tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                           for t in tools]} if tools and call_tool else {}
+        usage = {"input": 0, "output": 0, "tool_calls": 0}
+        while True:
+            r = self._c.messages.create(model=self.model, max_tokens=self.max_tokens, system=system,
+                                        messages=messages, **extra)
+            usage["input"] += r.usage.input_tokens
+            usage["output"] += r.usage.output_tokens
+            uses = [b for b in r.content if getattr(b, "type", "") == "tool_use"]
+            if not uses or call_tool is None:
+                return "".join(getattr(b, "text", "") for b in r.content), usage
+            messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in r.content]})
+            results = []
+            for b in uses:
+                spent = usage["tool_calls"] >= self.max_tool_calls
+                usage["tool_calls"] += 0 if spent else 1
+                results.append({"type": "tool_result", "tool_use_id": b.id, "is_error": spent,
+                                "content": TOOL_BUDGET_SPENT if spent else call_tool(b.name, dict(b.input))})
+            messages.append({"role": "user", "content": results})
 
 
 @dataclass
 class OpenAIClient:
     model: str
+    max_tool_calls: int = 6
     api_key: str | None = None
     base_url: str | None = None
 
@@ -118,13 +164,31 @@ class OpenAIClient:
         self._c = openai.OpenAI(api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "none",
                                 base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None)
 
-    def complete(self, system: str, user: str) -> tuple[str, dict[str, int]]:
-        r = self._c.chat.completions.create(model=self.model, messages=[{"role": "system", "content": system},
-                                                                        {"role": "user", "content": user}])
-        usage = r.usage
-        tokens = {"input": getattr(usage, "prompt_tokens", 0) or 0,
-                  "output": getattr(usage, "completion_tokens", 0) or 0}
-        return r.choices[0].message.content or "", tokens
+    def complete(self, system: str, user: str, tools: Sequence[ToolSpec] = (),
+                 call_tool: ToolCaller | None = None) -> tuple[str, dict[str, int]]:
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        extra = {"tools": [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                             "parameters": t.input_schema}}
+                           for t in tools]} if tools and call_tool else {}
+        usage = {"input": 0, "output": 0, "tool_calls": 0}
+        while True:
+            r = self._c.chat.completions.create(model=self.model, messages=messages, **extra)
+            usage["input"] += getattr(r.usage, "prompt_tokens", 0) or 0
+            usage["output"] += getattr(r.usage, "completion_tokens", 0) or 0
+            msg = r.choices[0].message
+            if not msg.tool_calls or call_tool is None:
+                return msg.content or "", usage
+            messages.append(msg.model_dump(exclude_none=True))
+            for tc in msg.tool_calls:
+                spent = usage["tool_calls"] >= self.max_tool_calls
+                usage["tool_calls"] += 0 if spent else 1
+                try:
+                    args = json.loads(tc.function.arguments or "{}")
+                except ValueError:
+                    answer = f"The arguments were not JSON: {tc.function.arguments[:200]!r}"
+                else:
+                    answer = TOOL_BUDGET_SPENT if spent else call_tool(tc.function.name, args)
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": answer})
 
 
 @dataclass
@@ -134,7 +198,10 @@ class LLMExpander:
     client: LLMClient
     reference: str
     max_children: int = 6
+    tools: Sequence[ToolSpec] = ()
+    call_tool: ToolCaller | None = None
     calls: int = 0
+    tool_calls: int = 0
     tokens: dict[str, int] = field(default_factory=lambda: {"input": 0, "output": 0})
     _tried: dict[int, int] = field(default_factory=dict)
 
@@ -146,8 +213,10 @@ class LLMExpander:
         return Candidate(self.key(source), {"source": source}, "start")
 
     def _ask(self, user: str) -> str:
-        text, usage = self.client.complete(SYSTEM, user)
+        system = SYSTEM + (TOOLS_NOTE if self.tools and self.call_tool else "")
+        text, usage = self.client.complete(system, user, self.tools, self.call_tool)
         self.calls += 1
+        self.tool_calls += int(usage.get("tool_calls", 0))
         for k in ("input", "output"):
             self.tokens[k] += int(usage.get(k, 0))
         return text

@@ -73,3 +73,28 @@ def test_cli_refuses_missing_files(capsys: pytest.CaptureFixture[str], tmp_path:
     assert main(["optimize", str(tmp_path / "nope.py"), str(CASE / "candidate.py"), "--out", str(tmp_path)]) == 2
     assert "is not a file" in capsys.readouterr().err
     assert sys.executable
+
+
+def test_energy_objective_maps_joules_and_weighs_them_after_speed() -> None:
+    from kernelscope.agent.search.reward import reward
+
+    ans = {"eval": {"status": "ok", "verdict": "faster", "correctness": {"correct": True},
+                    "speedups": [{"baseline": "eager", "speedup": 2.0}],
+                    "energy": {"candidate": {"available": True, "joules_per_call": 0.5},
+                               "reference": {"available": True, "joules_per_call": 2.0}}}}
+    o = outcome_from_run(ans, None, energy=True)
+    assert o.energy_ratio == 4.0 and reward(o) == 1.0 and reward(o, energy_weight=0.5) == 2.0
+    assert outcome_from_run(ans, None).energy_ratio is None  # not asked for: speed alone
+    ans["eval"]["energy"]["candidate"] = {"available": False, "note": "NVML: not supported"}
+    assert outcome_from_run(ans, None, energy=True).energy_ratio is None
+
+
+def test_cli_options_reach_the_config(tmp_path: Path) -> None:
+    from kernelscope.agent.optimize import config_from_args
+    from kernelscope.cli import build_parser
+
+    args = build_parser().parse_args(["optimize", str(CASE), "--out", str(tmp_path), "--time", "60", "--seed", "3",
+                                      "--uct-c", "0.3", "--analyze", "never", "--objective", "energy"])
+    cfg = config_from_args(args)
+    assert cfg.reference == CASE / "reference.py" and cfg.candidate == CASE / "candidate.py"
+    assert (cfg.time_s, cfg.seed, cfg.uct_c, cfg.analyze, cfg.objective) == (60.0, 3, 0.3, "never", "energy")

@@ -1,7 +1,8 @@
 """Runtime settings: where artifacts live, which directories clients may read, and limits.
 
 Settings come from the command line (``kernelscope serve --root ... --home ...``) or the environment
-(``KERNELSCOPE_HOME``, ``KERNELSCOPE_ALLOWED_ROOTS``, a ``os.pathsep``-separated list). Hosts launch
+(``KERNELSCOPE_HOME``, ``KERNELSCOPE_ALLOWED_ROOTS``, a ``os.pathsep``-separated list;
+``KERNELSCOPE_CUTLASS_ROOT``, a CUTLASS checkout to use instead of NVIDIA's wheel). Hosts launch
 MCP servers with a minimal environment, so every variable must be passed explicitly in the host's
 config.
 """
@@ -27,6 +28,10 @@ class Settings(BaseModel):
     allowed_roots: list[Path] = Field(
         description="Directories whose files clients may name by path (sources, cubins). Nothing else."
     )
+    cutlass_root: Path | None = Field(
+        None, description="A CUTLASS checkout (the folder holding include/cute) to compile against and search; "
+                          "None: the nvidia-cutlass wheel, where installed."
+    )
     max_source_bytes: int = 1 * MiB
     max_binary_bytes: int = 64 * MiB
     compile_timeout_s: float = 180.0
@@ -41,6 +46,10 @@ class Settings(BaseModel):
     def workspaces_dir(self) -> Path:
         return self.home / "workspaces"
 
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
 
 def settings_from_env(
     home: str | os.PathLike[str] | None = None, roots: list[str] | None = None
@@ -49,9 +58,11 @@ def settings_from_env(
     if roots is None:
         env_roots = os.environ.get("KERNELSCOPE_ALLOWED_ROOTS")
         roots = [r for r in env_roots.split(os.pathsep) if r] if env_roots else [os.getcwd()]
+    cutlass = os.environ.get("KERNELSCOPE_CUTLASS_ROOT")
     return Settings(
         home=home_path.resolve(),
         allowed_roots=[Path(r).expanduser().resolve() for r in roots],
+        cutlass_root=Path(cutlass).expanduser() if cutlass else None,
     )
 
 

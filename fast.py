@@ -26,13 +26,34 @@ signature cannot be read, give ``arg_types`` (C type names, ``"*"`` for pointers
 default to ``int`` / ``float``. Launches go to torch's current
 stream, so CUDA-event timing and torch's stream semantics hold. Compilation is cached by CuPy by
 content (``CUPY_CACHE_DIR``), so a second process that builds the same source pays no NVRTC cost.
+
+Two options for library and architecture-specific code:
+
+- ``arch="sm_90a"`` compiles for exactly that target. CuPy's own NVRTC call picks ``sm_XY`` from the
+  device and cannot produce the arch-specific targets (``sm_90a``: wgmma, setmaxnreg, TMA
+  multicast), so with ``arch`` kernelscope calls NVRTC itself (through CuPy's binding), caches the
+  cubin by content next to CuPy's cache and loads it with ``cupy.RawModule(path=...)``.
+- ``cutlass=True`` adds the CUTLASS/CuTe include folders (NVIDIA's nvidia-cutlass wheel, or
+  ``KERNELSCOPE_CUTLASS_ROOT``) and the toolkit's headers (CuTe needs libcu++'s ``cuda/std``);
+  without ``arch`` it targets the device, as ``sm_90a`` on compute
+  capability 9.0. CuTe compiles under NVRTC (its ``__CUDACC_RTC__`` paths); its host-side helpers
+  (``make_tma_copy``) do not exist there, so TMA descriptors come from :func:`tensor_map_2d`.
+
+By-value structs: a NumPy array of size one is passed by value (CuPy's rule), e.g. the 128-byte
+``CUtensorMap`` of :func:`tensor_map_2d` for a ``const __grid_constant__ CUtensorMap`` (or
+``cute::TmaDescriptor``) parameter. Launches with more than 48 KiB of dynamic shared memory raise the
+kernel's limit first (``max_dynamic_shared_size_bytes``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import os
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
@@ -46,7 +67,8 @@ _CTYPES = {
     "unsigned long long": "uint64", "int64_t": "int64", "int32_t": "int32", "uint32_t": "uint32",
     "uint64_t": "uint64", "__half": "float16", "half": "float16",
 }
-_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|signed)\b")
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|signed|__grid_constant__)\b")
+_DEFAULT_DYNAMIC_SMEM = 48 * 1024
 
 
 def parse_signature(source: str, name: str) -> list[str] | None:
@@ -105,29 +127,125 @@ def _external_stream(cp: Any, ptr: int) -> Any:
         return cp.cuda.ExternalStream(ptr)
 
 
+class CompileError(RuntimeError):
+    """NVRTC rejected a source compiled for an explicit ``arch``; the message carries NVRTC's log."""
+
+
+def _normalize_arch(arch: str) -> str:
+    a = arch.strip().lower()
+    a = a[3:] if a.startswith("sm_") else a
+    if not re.fullmatch(r"\d{2,3}[af]?", a):
+        raise ValueError(f"arch {arch!r}: use the form sm_90a, sm_90, sm_80, sm_100a ...")
+    return f"sm_{a}"
+
+
+def _device_arch(cutlass: bool) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    # Hopper's wgmma/TMA code (CuTe's SM90 GMMA) exists only in the arch-specific target
+    return f"sm_{major}{minor}" + ("a" if cutlass and (major, minor) == (9, 0) else "")
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache")
+    return Path(base) / "kernelscope-nvrtc"
+
+
+def _restore_elf_size(data: bytes) -> bytes:
+    """CuPy's ``getCUBIN`` drops the last byte, as if a cubin were NUL-terminated PTX text. A cubin
+    ends with its program or section header table, whose last byte is a zero (the top byte of an
+    alignment or entry size), so zero-padding to the size the ELF header declares restores it exactly
+    (the driver loads CuPy's own short cubins; nvdisasm refuses them)."""
+    import struct
+
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        return data
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    size = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return data + b"\x00" * (size - len(data)) if 0 < size - len(data) <= 8 else data
+
+
+def nvrtc_cubin(source: str, name: str, options: Sequence[str]) -> Path:
+    """Compile ``source`` with NVRTC (CuPy's binding) and the exact ``options`` (which must name the
+    target, e.g. ``-arch=sm_90a``); the cubin is cached by content and its path returned."""
+    from cupy.cuda import nvrtc
+
+    version = ".".join(str(v) for v in nvrtc.getVersion())
+    key = hashlib.sha256("\0".join([version, *options, source]).encode()).hexdigest()[:24]
+    path = _cache_dir() / f"{key}.cubin"  # one build serves every kernel of the source
+    if path.is_file():
+        return path
+    prog = nvrtc.createProgram(source, f"{name}.cu", (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(f"NVRTC {version} could not compile {name} with {' '.join(options)}:\n{log}") from None
+        cubin = _restore_elf_size(nvrtc.getCUBIN(prog))
+    finally:
+        nvrtc.destroyProgram(prog)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)
+    return path
+
+
+def cutlass_options() -> list[str]:
+    """NVRTC options for CUTLASS/CuTe: its include folders and the toolkit's (libcu++). (NVRTC has no
+    --expt-relaxed-constexpr option and needs none: CuTe compiles without it there.)"""
+    from kernelscope.tools.cutlass import require
+
+    root = require()
+    opts = [f"-I{d}" for d in root.include_dirs]
+    inc = toolkit_include()
+    if inc:
+        cccl = Path(inc) / "cccl"
+        opts += [f"-I{cccl}"] if cccl.is_dir() else []
+        opts.append(f"-I{inc}")
+    return opts
+
+
 class CudaKernel:
     """An NVRTC-compiled kernel launched on torch tensors."""
 
     def __init__(self, source: str, name: str, *, options: Sequence[str] = ("--std=c++17",),
-                 arg_types: Sequence[str] | None = None, allow_strided: bool = False) -> None:
+                 arg_types: Sequence[str] | None = None, allow_strided: bool = False, arch: str | None = None,
+                 cutlass: bool = False) -> None:
         self.source = source
         self.name = name
         self.options = tuple(options)
         sig = arg_types if arg_types is not None else parse_signature(source, name)
         self.arg_types = tuple(sig) if sig is not None else None
         self.allow_strided = allow_strided
+        self.arch = _normalize_arch(arch) if arch is not None else None
+        self.cutlass = cutlass
+        self.cubin_path: Path | None = None  # set when kernelscope compiled it (arch or cutlass)
         self._kernel: Any = None
+        self._max_dynamic_smem = _DEFAULT_DYNAMIC_SMEM
 
     def compile(self) -> Any:
         """Compile now (otherwise the first launch does); returns the CuPy RawKernel."""
         if self._kernel is None:
             cp = _cupy()
-            options = self.options
-            inc = toolkit_include()
-            if inc and not any(o.startswith("-I") for o in options):
-                options = (*options, f"-I{inc}")
-            k = cp.RawKernel(self.source, self.name, options=options, backend="nvrtc")
-            k.compile()
+            if self.arch is None and not self.cutlass:
+                options = self.options
+                inc = toolkit_include()
+                if inc and not any(o.startswith("-I") for o in options):
+                    options = (*options, f"-I{inc}")
+                k = cp.RawKernel(self.source, self.name, options=options, backend="nvrtc")
+                k.compile()
+            else:
+                arch = self.arch or _device_arch(self.cutlass)
+                options = [*self.options, *(cutlass_options() if self.cutlass else []), f"-arch={arch}",
+                           "--device-as-default-execution-space"]
+                if not self.cutlass and not any(o.startswith("-I") for o in self.options) and toolkit_include():
+                    options.append(f"-I{toolkit_include()}")
+                self.cubin_path = nvrtc_cubin(self.source, self.name, options)
+                k = cp.RawModule(path=str(self.cubin_path)).get_function(self.name)
             self._kernel = k
         return self._kernel
 
@@ -143,7 +261,12 @@ class CudaKernel:
         out: list[Any] = []
         for i, a in enumerate(args):
             declared = self.arg_types[i] if self.arg_types is not None and i < len(self.arg_types) else None
-            if isinstance(a, torch.Tensor):
+            if isinstance(a, np.ndarray):  # a struct passed by value (e.g. a CUtensorMap), CuPy's rule
+                if a.size != 1:
+                    raise ValueError(f"argument {i} of {self.name}: only NumPy arrays of size one are passed "
+                                     f"(by value); got shape {a.shape}")
+                out.append(a)
+            elif isinstance(a, torch.Tensor):
                 if not a.is_cuda:
                     raise ValueError(f"argument {i} of {self.name} is a CPU tensor; move it to the GPU")
                 if not self.allow_strided and not a.is_contiguous():
@@ -179,5 +302,82 @@ class CudaKernel:
             stream = _streams.get(ptr)
             if stream is None:
                 stream = _streams[ptr] = _external_stream(cp, ptr)
+        if shared_mem > self._max_dynamic_smem:
+            kernel.max_dynamic_shared_size_bytes = shared_mem  # opt in above the 48 KiB default
+            self._max_dynamic_smem = shared_mem
         with stream:
             kernel(grid_t, block_t, self._convert(args), shared_mem=shared_mem)
+
+
+# ------------------------------------------------------------------------------- TMA descriptors
+_TMA_DTYPES = {  # torch dtype name -> CUtensorMapDataType
+    "uint8": 0, "int8": 0, "int32": 3, "int64": 5, "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9,
+}
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
+_libcuda: Any = None
+
+
+def _driver() -> Any:
+    global _libcuda
+    if _libcuda is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise RuntimeError(f"tensor_map_2d needs the CUDA driver (libcuda.so.1): {e}") from None
+        fn = lib.cuTensorMapEncodeTiled
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                       ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        _libcuda = lib
+    return _libcuda
+
+
+def tensor_map_2d(tensor: Any, box_rows: int, box_cols: int, *, swizzle: int = 128,
+                  l2_promotion: int = 128) -> Any:
+    """A TMA descriptor (``CUtensorMap``, 128 bytes) for a row-major 2-D CUDA tensor, as a NumPy
+    array of size one that launches pass by value: give it to a ``const __grid_constant__
+    CUtensorMap`` (``cute::TmaDescriptor``) parameter.
+
+    Dimension 0 of the map is the tensor's last (contiguous) dimension, so a kernel's TMA copy takes
+    coordinates (column, row); a box is ``box_rows x box_cols`` elements, written to shared memory
+    row after row with the given swizzle (bytes: 0, 32, 64 or 128; one box row must not exceed it).
+    Elements outside the tensor read as zero. Built with the driver's ``cuTensorMapEncodeTiled``,
+    the call CUTLASS's host-side ``make_tma_copy`` makes. The descriptor holds the tensor's address:
+    keep the tensor alive (and in place) while kernels use it.
+    """
+    import numpy as np
+
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    if dtype not in _TMA_DTYPES:
+        raise ValueError(f"tensor_map_2d: dtype {dtype} has no TMA data type; use one of {sorted(_TMA_DTYPES)}")
+    if not tensor.is_cuda or tensor.dim() != 2 or tensor.stride(1) != 1:
+        raise ValueError("tensor_map_2d needs a 2-D CUDA tensor whose last dimension is contiguous")
+    esize = tensor.element_size()
+    rows, cols = tensor.shape
+    pitch = tensor.stride(0) * esize
+    if tensor.data_ptr() % 16 or pitch % 16:
+        raise ValueError(f"tensor_map_2d: the address and the row pitch ({pitch} bytes) must be multiples of 16 "
+                         "bytes (e.g. a half matrix needs a multiple of 8 columns)")
+    if swizzle not in _SWIZZLE:
+        raise ValueError("tensor_map_2d: swizzle is 0, 32, 64 or 128 (bytes)")
+    if not (1 <= box_rows <= 256 and 1 <= box_cols <= 256) or (box_cols * esize) % 16:
+        raise ValueError("tensor_map_2d: box sides are 1..256 elements and a box row a multiple of 16 bytes")
+    if swizzle and box_cols * esize > swizzle:
+        raise ValueError(f"tensor_map_2d: a box row is {box_cols * esize} bytes, more than the {swizzle}-byte swizzle")
+    raw = (ctypes.c_uint8 * 256)()
+    offset = (-ctypes.addressof(raw)) % 128  # the driver wants the map 64-byte aligned; CUDA 13 declares 128
+    dims = (ctypes.c_uint64 * 2)(cols, rows)
+    strides = (ctypes.c_uint64 * 1)(pitch)
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    elem_strides = (ctypes.c_uint32 * 2)(1, 1)
+    promo = {0: 0, 64: 1, 128: 2, 256: 3}[l2_promotion]
+    err = _driver().cuTensorMapEncodeTiled(ctypes.addressof(raw) + offset, _TMA_DTYPES[dtype], 2,
+                                           ctypes.c_void_p(tensor.data_ptr()), dims, strides, box, elem_strides,
+                                           0, _SWIZZLE[swizzle], promo, 0)
+    if err != 0:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {err} (shape {tuple(tensor.shape)}, "
+                           f"box {box_rows}x{box_cols}, swizzle {swizzle})")
+    desc = np.frombuffer(bytes(raw)[offset: offset + 128], dtype=np.uint8).copy()
+    return desc.view(np.dtype((np.void, 128)))

@@ -60,6 +60,12 @@ class Diagnostic(BaseModel):
     severity: Literal["error", "warning", "remark", "note", "fatal"]
     message: str
     tool: Literal["nvcc", "host", "ptxas", "nvlink"] = "nvcc"
+    instantiation: list[str] = Field(
+        default_factory=list,
+        description="Template instantiation chain of the error (innermost first), trimmed to the frames in your "
+                    "source plus the innermost library frame, type names shortened.",
+    )
+    instantiation_depth: int = Field(0, description="Frames in the compiler's full chain (the raw log has them all).")
 
 
 class KernelResources(BaseModel):
@@ -97,6 +103,11 @@ class CompileResult(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     log: str = Field("", description="Compiler output (bounded); the full log is a resource.")
     log_truncated: bool = False
+    first_error: str | None = Field(
+        None, description="The first error, readable: where, what, the source line and the trimmed instantiation "
+                          "chain (template errors repeat one cause many times; fix this one first).")
+    notes: list[str] = Field(default_factory=list, description="What kernelscope added or changed, and why "
+                                                               "(CUTLASS include paths, arch sm_90 -> sm_90a, ...).")
 
 
 # --------------------------------------------------------------------------- sass
@@ -173,6 +184,20 @@ class GpuInfo(BaseModel):
     energy_counter: bool | None = Field(None, description="NVML total-energy counter readable.")
 
 
+class CutlassInfo(BaseModel):
+    """Where the CUTLASS/CuTe headers come from (compile(cutlass=true), search_cutlass, read_cutlass_file)."""
+
+    found: bool
+    root: str | None = Field(None, description="The CUTLASS root (holds include/cute; examples/ where shipped).")
+    origin: Literal["env", "wheel"] | None = Field(
+        None, description="env: KERNELSCOPE_CUTLASS_ROOT (a checkout); wheel: NVIDIA's nvidia-cutlass wheel.")
+    version: str | None = Field(None, description="From include/cutlass/version.h.")
+    include_dirs: list[str] = Field(default_factory=list, description="Added with -I by compile(cutlass=true).")
+    searched_dirs: list[str] = Field(default_factory=list, description="Folders search_cutlass indexes.")
+    has_examples: bool = False
+    note: str | None = Field(None, description="Why it is missing or limited, and the fix.")
+
+
 class CapabilityReport(BaseModel):
     kernelscope_version: str
     platform: str
@@ -191,6 +216,7 @@ class CapabilityReport(BaseModel):
     nsys_note: str | None = None
     network_isolation: bool = False
     network_isolation_note: str | None = None
+    cutlass: CutlassInfo | None = None
     can: dict[str, bool] = Field(default_factory=dict, description="Feature -> available here.")
     reasons: dict[str, str] = Field(default_factory=dict, description="Feature -> why not, and the fix.")
 
@@ -694,3 +720,43 @@ class TraceResult(BaseModel):
 
 
 AnalyzeResult.model_rebuild()
+
+
+# --------------------------------------------------------------------------- CUTLASS / CuTe sources
+CutlassHitKind = Literal["class", "struct", "union", "enum", "alias", "typedef", "macro", "function", "text"]
+
+
+class CutlassHit(BaseModel):
+    path: str = Field(description="Relative to the CUTLASS root; give it to read_cutlass_file.")
+    line: int
+    kind: CutlassHitKind = Field(description="A definition's kind, or text for a plain match.")
+    symbol: str | None = Field(None, description="The defined name (definitions only).")
+    snippet: str = Field(description="The line, trimmed (at most 200 characters).")
+
+
+class CutlassSearchResult(BaseModel):
+    query: str
+    root: str
+    version: str | None = None
+    hits: list[CutlassHit] = Field(default_factory=list, description="Best first: definitions, then text matches.")
+    definitions: int = Field(0, description="Definitions matching (all of them, not only those shown).")
+    text_matches: int = Field(0, description="Lines matching, counted up to text_matches_capped.")
+    text_matches_capped: bool = Field(False, description="Counting stopped; there are more.")
+    truncated: bool = Field(False, description="More hits than `limit`: narrow the query or raise the limit.")
+    searched_files: int = 0
+    index_built: bool = Field(False, description="This call built the index (first use of this CUTLASS root).")
+    index_build_s: float | None = None
+    query_ms: float = 0.0
+
+
+class CutlassFileResult(BaseModel):
+    path: str = Field(description="Relative to the CUTLASS root.")
+    root: str
+    version: str | None = None
+    start_line: int
+    end_line: int = Field(description="Last line returned (inclusive).")
+    total_lines: int
+    text: str = Field(description="The lines start_line..end_line, without line numbers.")
+    truncated: bool = Field(False, description="The range was cut at max_lines; continue at next_start_line.")
+    next_start_line: int | None = None
+

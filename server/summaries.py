@@ -8,6 +8,8 @@ from kernelscope.models import (
     ClassifyResult,
     CompareResult,
     CompileResult,
+    CutlassFileResult,
+    CutlassSearchResult,
     EvalResult,
     Finding,
     KernelDiagnosis,
@@ -63,12 +65,19 @@ def compile_summary(r: CompileResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
                      f"(nvcc {r.compiler_version}, {r.arch}).")
     errs = [d for d in r.diagnostics if d.severity in ("error", "fatal")]
     warns = [d for d in r.diagnostics if d.severity == "warning"]
+    if r.first_error and errs and errs[0].instantiation:
+        # a template error: the readable first error, then only the headline of the others
+        lines.append("First error:")
+        lines += [f"  {x}" for x in r.first_error.splitlines()]
+        errs = errs[1:]
     for d in errs[:10] + warns[:5]:
         loc = f"{d.file}:{d.line}" if d.file and d.line else (d.file or d.tool)
         first = d.message.splitlines()[0]
         lines.append(f"- {d.severity} at {loc}: {first}")
     if len(errs) > 10:
         lines.append(f"(+{len(errs) - 10} more errors; see diagnostics)")
+    for note in r.notes:
+        lines.append(f"note: {note}")
     entries = [k for k in r.kernels if k.is_entry]
     if entries:
         lines.append("Kernels (ptxas):")
@@ -352,3 +361,46 @@ def trace_summary(r: TraceResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
     if r.trace_id:
         lines.append(f"Timeline: kernelscope://artifacts/{r.trace_id}/trace (Chrome/Perfetto JSON; source {r.source}).")
     return _clip("\n".join(lines), budget)
+
+
+def cutlass_search_summary(r: CutlassSearchResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    more = "+" if r.text_matches_capped else ""
+    built = f"; index built now in {r.index_build_s:.1f} s" if r.index_built and r.index_build_s else ""
+    lines = [f"search_cutlass {r.query!r} in CUTLASS {r.version or '?'}: {r.definitions} definition(s), "
+             f"{r.text_matches}{more} matching line(s) in {r.searched_files} file(s) ({r.query_ms:.0f} ms{built})."]
+    if not r.hits:
+        lines.append("No match. Try a shorter name or one part of it (tma, gmma, Layout_K), or kind='text'.")
+    for h in r.hits:
+        what = f"{h.kind} {h.symbol}" if h.symbol else "text"
+        lines.append(f"- {h.path}:{h.line} [{what}] {h.snippet}")
+    if r.truncated:
+        lines.append(f"(the {len(r.hits)} best shown; narrow the query, use kind='definitions' or scope='include', "
+                     "or raise limit)")
+    if r.hits:
+        lines.append("Next: read_cutlass_file(path=..., start_line=...) for the code around a hit.")
+    return _clip("\n".join(lines), budget)
+
+
+FILE_BUDGET_CHARS = 24000  # ~6,000 tokens: a file excerpt is read whole
+
+
+def cutlass_file_summary(r: CutlassFileResult, budget: int = FILE_BUDGET_CHARS) -> str:
+    head = f"{r.path} (CUTLASS {r.version or '?'}), lines {r.start_line}-{r.end_line} of {r.total_lines}:"
+    out = [head]
+    used = len(head)
+    shown_end = r.start_line - 1
+    width = len(str(max(r.end_line, 1)))
+    for i, text in enumerate(r.text.split("\n") if r.text else [], start=r.start_line):
+        line = f"{i:>{width}}| {text}"
+        if used + len(line) + 1 > budget - 120:
+            break
+        out.append(line)
+        used += len(line) + 1
+        shown_end = i
+    if shown_end < r.end_line:
+        out.append(f"[... lines {shown_end + 1}-{r.end_line} are in the structured result; or call again with "
+                   f"start_line={shown_end + 1}]")
+    elif r.truncated and r.next_start_line:
+        out.append(f"[... continues: start_line={r.next_start_line}]")
+    return "\n".join(out)
+

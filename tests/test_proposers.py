@@ -29,6 +29,8 @@ class FakeModel:
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
+        self.tool_script: list[tuple[str, dict]] = []  # tool calls to make before the first proposal
+        self.tool_results: list[object] = []
 
     def reply(self, user: str) -> str:
         n = len(self.calls)
@@ -65,18 +67,40 @@ def provider() -> Iterator[tuple[str, FakeModel]]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            user = body["messages"][-1]["content"]
+            msgs = body["messages"]
             model.calls.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                                 "body": body})
-            text = model.reply(user if isinstance(user, str) else json.dumps(user))
-            if self.path.endswith("/v1/messages"):
+            anthropic = self.path.endswith("/v1/messages")
+            last = msgs[-1]
+            results = [c.get("content") for c in last["content"] if c.get("type") == "tool_result"] \
+                if isinstance(last.get("content"), list) else [last["content"]] if last.get("role") == "tool" else []
+            call = None
+            if results:  # a tool answer: record it, then ask again or answer the prompt that started the turn
+                model.tool_results += results
+                if len(model.tool_results) < len(model.tool_script):
+                    call = model.tool_script[len(model.tool_results)]
+                prompt = next(m["content"] for m in msgs if m["role"] == "user" and isinstance(m["content"], str))
+                text = "" if call else model.reply(prompt)
+            elif body.get("tools") and model.tool_script and "## Current candidate" in str(last.get("content")):
+                call, text = model.tool_script[0], "Let me look up CuTe's TMA first."
+            else:
+                user = last["content"]
+                text = model.reply(user if isinstance(user, str) else json.dumps(user))
+            if anthropic:
+                content: list[dict] = [{"type": "text", "text": text}] if text else []
+                if call:
+                    content.append({"type": "tool_use", "id": f"toolu_{len(model.calls)}", "name": call[0],
+                                    "input": call[1]})
                 out = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                       "content": content, "stop_reason": "tool_use" if call else "end_turn",
                        "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 50}}
             else:
+                message: dict = {"role": "assistant", "content": text or None}
+                if call:
+                    message["tool_calls"] = [{"id": f"call_{len(model.calls)}", "type": "function",
+                                              "function": {"name": call[0], "arguments": json.dumps(call[1])}}]
                 out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": "stop"}],
+                       "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
                        "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
             data = json.dumps(out).encode()
             self.send_response(200)
@@ -137,3 +161,42 @@ async def test_llm_proposer_end_to_end(which: str, provider: tuple[str, FakeMode
     assert any("failed to build" in c["body"]["messages"][-1]["content"] for c in model.calls)  # the repair turn
     evals = [json.loads(p.read_text()) for p in (tmp_path / "run" / "evals").glob("*.json")]
     assert any(e.get("repaired_source") for e in evals)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("which", ["anthropic", "openai"])
+async def test_llm_proposer_looks_up_cutlass_through_the_server(which: str, provider: tuple[str, FakeModel],
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """The model calls search_cutlass and read_cutlass_file (offered with the server's own schemas) before
+    it writes; the calls go to the real server and the answers back to the model."""
+    from kernelscope.tools import cutlass
+
+    if cutlass.locate()[0] is None:
+        pytest.skip(f"CUTLASS/CuTe headers absent: {cutlass.locate()[1]} (pip install 'kernelscope[cutlass]')")
+    url, model = provider
+    model.tool_script = [("search_cutlass", {"query": "make_tma_copy", "kind": "definitions", "limit": 3}),
+                         ("read_cutlass_file", {"path": "include/cute/arch/copy_sm90_tma.hpp", "start_line": 1,
+                                                "end_line": 20})]
+    if which == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    start = tmp_path / "start.py"
+    start.write_text(apply_knobs((CASE / "candidate.py").read_text(), {"CHUNKS": "256", "WIDE_ACC": "0"}))
+    cfg = OptimizeConfig(reference=CASE / "reference.py", candidate=start, out=tmp_path / "run", budget=2,
+                         device="cpu", timing_budget_s=0.1, trials=2, proposer=which, model="test-model",
+                         strategy="greedy")
+    s = await optimize(cfg)
+    assert s.evaluations == 2 and s.llm_tool_calls == 2
+    offered = next(c["body"]["tools"] for c in model.calls if c["body"].get("tools"))
+    names = {t["name"] if which == "anthropic" else t["function"]["name"] for t in offered}
+    assert names == {"search_cutlass", "read_cutlass_file"}
+    search, read = (r if isinstance(r, str) else json.dumps(r) for r in model.tool_results[:2])
+    assert "make_tma_copy" in search and ".hpp" in search  # a definition, with its file
+    assert "copy_sm90_tma.hpp" in read or "#pragma once" in read
+    system = model.calls[0]["body"]["system"] if which == "anthropic" else \
+        model.calls[0]["body"]["messages"][0]["content"]
+    assert "search_cutlass" in system

@@ -32,10 +32,13 @@ from typing import Any
 
 from kernelscope._version import __version__
 from kernelscope.errors import NotAvailable
-from kernelscope.models import CapabilityReport, GpuInfo, ToolInfo
+from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, ToolInfo
 from kernelscope.sandbox.process import Limits, build_env, network_isolation_status, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools import toolchain
+from kernelscope.tools.cutlass import CUTLASS_FIX
+from kernelscope.tools.cutlass import info as cutlass_info
+from kernelscope.tools.cutlass import reset_cache as reset_cutlass_cache
 from kernelscope.tools.toolchain import TOOL_NAMES, tool_info
 
 FALLBACK_ARCH = "sm_90"
@@ -52,6 +55,7 @@ FEATURES: dict[str, str] = {
     "nsys_trace": "Timeline tracing with Nsight Systems (nsys)",
     "cupti_trace": "Timeline tracing through CUPTI (our injection tracer, built with nvcc)",
     "sanitizer": "Memory and race checking (compute-sanitizer)",
+    "cutlass": "CUTLASS/CuTe headers (compile with cutlass=true, search_cutlass, read_cutlass_file)",
 }
 
 COUNTER_FIX = (
@@ -548,6 +552,7 @@ def _assess(
     counters_note: str,
     nsys_ok: bool | None,
     nsys_note: str,
+    cutlass: CutlassInfo,
 ) -> dict[str, _Verdict]:
     no_gpu: tuple[str, str] | None = None
     if not gpus:
@@ -586,7 +591,14 @@ def _assess(
         "nsys_trace": verdict(no_gpu, _tool_cause(tools["nsys"]) or nsys_cause),
         "cupti_trace": verdict(no_gpu, cupti),
         "sanitizer": verdict(no_gpu, _tool_cause(tools["compute-sanitizer"])),
+        "cutlass": verdict(_cutlass_cause(cutlass)),
     }
+
+
+def _cutlass_cause(cutlass: CutlassInfo) -> tuple[str, str] | None:
+    if cutlass.found:
+        return None
+    return _split_note(cutlass.note, CUTLASS_FIX)
 
 
 def _cupti_cause(nvcc: ToolInfo) -> tuple[str, str] | None:
@@ -640,7 +652,8 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
     counters, counters_note = check_counter_access(tools["ncu"], gpus, probe=probe)
     nsys_ok, nsys_note = check_nsys_reports(tools["nsys"], gpus, probe=probe)
     isolated, isolation_note = network_isolation_status()
-    verdicts = _assess(tools, gpus, gpu_note, counters, counters_note, nsys_ok, nsys_note)
+    cutlass = cutlass_info()
+    verdicts = _assess(tools, gpus, gpu_note, counters, counters_note, nsys_ok, nsys_note, cutlass)
     return CapabilityReport(
         kernelscope_version=__version__,
         platform=platform.platform(),
@@ -657,6 +670,7 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
         nsys_note=nsys_note,
         network_isolation=isolated,
         network_isolation_note=isolation_note,
+        cutlass=cutlass,
         can={name: v.ok for name, v in verdicts.items()},
         reasons={name: _reason(v) for name, v in verdicts.items() if not v.ok},
     )
@@ -677,6 +691,7 @@ def reset_caches() -> None:
         _probe_cache.clear()
         _probe_running.clear()
     toolchain.reset_cache()
+    reset_cutlass_cache()
 
 
 def require_capability(feature: str, report: CapabilityReport | None = None) -> None:
@@ -739,6 +754,13 @@ def render_report(report: CapabilityReport) -> str:
             out.append(f"  {t.name}: {_line(t.note, 200) or 'not usable'}")
     out.append(f"Performance counters readable: {_yes_no(report.counters_readable)}: {_line(report.counters_note)}")
     out.append(f"nsys reports: {_yes_no(report.nsys_can_report)}: {_line(report.nsys_note)}")
+    c = report.cutlass
+    if c is not None and c.found:
+        where = "KERNELSCOPE_CUTLASS_ROOT" if c.origin == "env" else "the nvidia-cutlass wheel"
+        out.append(f"CUTLASS/CuTe: {c.version or '?'} from {where} ({c.root}); searched: "
+                   f"{', '.join(c.searched_dirs)}" + (f"; note: {_line(c.note)}" if c.note else ""))
+    elif c is not None:
+        out.append(f"CUTLASS/CuTe: not found: {_line(c.note)}")
     out.append(
         f"Network isolation of child processes: {_yes_no(report.network_isolation)}"
         + (f": {report.network_isolation_note}" if report.network_isolation_note else "")

@@ -12,6 +12,7 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,7 @@ from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, has_arc
 from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
+from kernelscope.tools import cutlass as cutlass_mod
 from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.tools.toolchain import ToolMissing, demangle, require, tool_info
 
@@ -41,6 +43,9 @@ class CompileRequest(BaseModel):
     output: OutputKind = Field("auto", description="cubin, executable, or auto (executable if it defines main).")
     lineinfo: bool = Field(True, description="Add -lineinfo so SASS and profiles map to source lines.")
     filename: str = Field("kernel.cu", description="Name the inline source is compiled under (shown in diagnostics).")
+    cutlass: bool = Field(False, description="Compile against CUTLASS/CuTe: its include paths, -std=c++17 (unless "
+                                             "c++20 is given), --expt-relaxed-constexpr, and sm_90a for a default "
+                                             "sm_90 target (wgmma and TMA need the arch-specific target).")
 
 
 # --------------------------------------------------------------------------------------- parsing
@@ -56,14 +61,125 @@ _NVLINK = re.compile(r"^nvlink (?P<sev>fatal|error|warning)\s*: (?P<msg>.*)$")
 _NVCC = re.compile(r"^nvcc (?P<sev>fatal|error|warning)\s*: (?P<msg>.*)$")
 
 
-def parse_diagnostics(log: str, *, rename: dict[str, str] | None = None) -> list[Diagnostic]:
-    """Compiler output -> diagnostics. Continuation lines (the echoed source line, the caret,
-    'detected during instantiation of ...') are appended to the previous message, a few at most."""
+# cudafe's instantiation context: 'detected during:' then one frame per line, or one
+# 'detected during instantiation of "..." at line N of FILE' line.
+_FRAME_LINE = re.compile(r'^(?:detected during )?(?P<what>.+?) at line (?P<line>\d+) of (?P<file>.+)$')
+_NOT_SHOWN = re.compile(r"^\[\s*(?P<n>\d+) instantiation contexts? not shown\s*\]$")
+MAX_FRAME_CHARS = 240
+
+
+def shorten_signature(text: str, limit: int = MAX_FRAME_CHARS) -> str:
+    """A template signature made readable: no cute:: prefixes, collapsed spaces, and a long
+    '[with ...]' binding list cut in the middle."""
+    t = " ".join(text.replace("cute::", "").split())
+    if len(t) <= limit:
+        return t
+    head, sep, bindings = t.partition(" [with ")
+    if sep and len(head) < limit - 40:
+        room = limit - len(head) - len(sep) - 5
+        return f"{head}{sep}{bindings[:room]} ...]"
+    return t[: limit - 5] + " ..."
+
+
+def _frame(raw: str, rename: dict[str, str]) -> tuple[str, str, int] | None:
+    m = _FRAME_LINE.match(raw)
+    if not m:
+        return None
+    what = m["what"].strip()
+    sig = re.sub(r'^(?:instantiation of (?:class )?|processing of template argument list for )"(.*)"$', r"\1", what)
+    file = m["file"].strip()
+    return shorten_signature(sig), rename.get(file, file), int(m["line"])
+
+
+def _is_user_file(file: str) -> bool:
+    return not file.startswith(("/", "<"))
+
+
+def trim_instantiation(frames: list[tuple[str, str, int]], is_user: Callable[[str], bool] = _is_user_file,
+                       hidden: int = 0) -> list[str]:
+    """The chain (innermost first) trimmed to what the reader acts on: the innermost frame (which
+    library template failed), every frame in the user's own files, and the outermost one; runs of
+    library frames in between become one '... N frames in library headers ...' line."""
+    keep = {0, len(frames) - 1} | {i for i, (_, f, _) in enumerate(frames) if is_user(f)}
+    out: list[str] = []
+    skipped = 0
+    for i, (sig, file, line) in enumerate(frames):
+        if i not in keep:
+            skipped += 1
+            continue
+        if skipped:
+            out.append(f"... {skipped} frame(s) in library headers ...")
+            skipped = 0
+        out.append(f"{file}:{line} instantiates {sig}")
+    if hidden:
+        out.append(f"... {hidden} more context(s) the compiler did not show ...")
+    return out
+
+
+def first_error_text(diags: list[Diagnostic], source_lines: dict[str, list[str]] | None = None,
+                     is_user: Callable[[str], bool] = _is_user_file) -> str | None:
+    """The first error, readable: where, what, the echoed source line, the innermost place in the
+    user's code that led there, and the trimmed chain."""
+    err = next((d for d in diags if d.severity in ("error", "fatal")), None)
+    if err is None:
+        return None
+    loc = f"{err.file}:{err.line}" if err.file and err.line else (err.file or err.tool)
+    msg_lines = err.message.splitlines()
+    out = [f"{err.severity} at {loc}: {msg_lines[0]}"]
+    out += [f"    {x}" for x in msg_lines[1:3]]
+    user = next((f for f in err.instantiation
+                 if " instantiates " in f and is_user(f.partition(" instantiates ")[0].rpartition(":")[0])), None)
+    if user is not None and not (err.file and is_user(err.file)):
+        where, _, what = user.partition(" instantiates ")
+        file, _, line = where.rpartition(":")
+        out.append(f"  from your code at {where}: {what}")
+        src = (source_lines or {}).get(file)
+        if src and line.isdigit() and 0 < int(line) <= len(src):
+            out.append(f"    {src[int(line) - 1].strip()[:200]}")
+    if err.instantiation:
+        out.append(f"  instantiation chain (innermost first; {err.instantiation_depth} frame(s), the raw log has them "
+                   "all):")
+        out += [f"    {f}" for f in err.instantiation]
+    more = sum(d.severity in ("error", "fatal") for d in diags) - 1
+    if more:
+        out.append(f"  (+{more} more error(s), often the same cause repeated: fix this one first)")
+    return "\n".join(out)
+
+
+def parse_diagnostics(log: str, *, rename: dict[str, str] | None = None,
+                      is_user: Callable[[str], bool] = _is_user_file) -> list[Diagnostic]:
+    """Compiler output -> diagnostics. Continuation lines (the echoed source line, the caret) are
+    appended to the previous message, a few at most; cudafe's 'detected during' instantiation
+    context becomes the diagnostic's trimmed ``instantiation`` chain."""
     rename = rename or {}
     diags: list[Diagnostic] = []
     extra_lines = 0
+    frames: list[tuple[str, str, int]] = []
+    hidden = 0
+    in_chain = False
+
+    def close_chain() -> None:
+        nonlocal frames, hidden, in_chain
+        if diags and frames:
+            diags[-1].instantiation = trim_instantiation(frames, is_user, hidden)
+            diags[-1].instantiation_depth = len(frames) + hidden
+        frames, hidden, in_chain = [], 0, False
+
     for raw in log.splitlines():
         line = raw.rstrip()
+        stripped = line.strip()
+        if diags and stripped == "detected during:":
+            in_chain = True
+            continue
+        if diags and (in_chain or stripped.startswith("detected during ")) and raw.startswith(" "):
+            if (fr := _frame(stripped, rename)) is not None:
+                frames.append(fr)
+                continue
+            if (nm := _NOT_SHOWN.match(stripped)) is not None:
+                hidden += int(nm["n"])
+                continue
+        if in_chain or frames:
+            close_chain()
         if not line:
             extra_lines = 99
             continue
@@ -107,6 +223,7 @@ def parse_diagnostics(log: str, *, rename: dict[str, str] | None = None) -> list
             if text and set(text) != {"^"}:
                 diags[-1].message += "\n" + text
             extra_lines += 1
+    close_chain()
     return diags
 
 
@@ -201,6 +318,41 @@ def check_includes(source: str, *, base_dir: Path | None, roots: list[Path]) -> 
     return local
 
 
+# Source text that uses sm_90a-only instructions through CuTe/CUTLASS (wgmma, setmaxnreg).
+_SM90A_HINT = re.compile(r"\b(?:GMMA|wgmma|warpgroup_(?:arrive|wait|commit_batch)|SM90_\d+x\d+x\d+_\w+|"
+                         r"KernelTmaWarpSpecialized\w*|setmaxnreg|warpgroup_reg_(?:alloc|dealloc))\b")
+
+
+def _cutlass_flags(flags: list[str], arch: str, *, explicit_arch: bool, source: str,
+                   notes: list[str]) -> tuple[list[str], str]:
+    """What compiling against CUTLASS needs: C++17 or newer, --expt-relaxed-constexpr, and the
+    arch-specific sm_90a target for Hopper (CuTe compiles its wgmma/TMA paths only for sm_90a and
+    turns them into a run-time trap on plain sm_90)."""
+    out = list(flags)
+    stds = [f.partition("=")[2] for f in out if f.partition("=")[0] in ("-std", "--std")]
+    if any(v in ("c++11", "c++14") for v in stds):
+        raise InputError(f"CUTLASS needs C++17 or newer; -std={stds[0]} was given: use -std=c++17 or -std=c++20.")
+    if not stds:
+        out.append("-std=c++17")
+        notes.append("added -std=c++17 (CUTLASS 3+/CuTe need C++17; pass -std=c++20 to use that instead)")
+    if "--expt-relaxed-constexpr" not in out:
+        out.append("--expt-relaxed-constexpr")
+        notes.append("added --expt-relaxed-constexpr (CuTe calls constexpr host functions from device code)")
+    if arch == "sm_90":
+        if not explicit_arch:
+            if has_arch_flag(out):  # e.g. -gencode naming compute_90 only: leave the user's choice alone
+                return out, arch
+            notes.append("target sm_90 -> sm_90a: Hopper's wgmma, TMA multicast and setmaxnreg exist only in the "
+                         "arch-specific target; sm_90a cubins run on H100/H200 only. Pass arch='sm_90' explicitly "
+                         "for a portable sm_90 build without them")
+            return out, "sm_90a"
+        if _SM90A_HINT.search(source):
+            notes.append("WARNING: compiled for sm_90 as asked, but the source uses wgmma/GMMA or setmaxnreg, which "
+                         "CuTe compiles only for sm_90a: on sm_90 those paths become a trap at run time. Use "
+                         "arch='sm_90a'")
+    return out, arch
+
+
 def _has_main(source: str) -> bool:
     return re.search(r"\bint\s+main\s*\(", source) is not None
 
@@ -265,13 +417,24 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
 
     # ---- flags and arch
     flags = check_nvcc_flags(req.flags)
+    named = arch_from_flags(flags)
     if req.arch is not None:
         arch = normalize_arch(req.arch)
-        named = arch_from_flags(flags)
         if named is not None and named != arch:
             raise InputError(f"arch={arch} conflicts with the flags, which target {named}: give one of them.")
     else:
-        arch = arch_from_flags(flags) or local_default_arch()
+        arch = named or local_default_arch()
+    notes: list[str] = []
+    cutlass_root = None
+    if req.cutlass:
+        cutlass_root = cutlass_mod.require(s)
+        shown_incs = ", ".join(cutlass_mod.shorten_paths(f, cutlass_root)
+                               for f in cutlass_mod.compile_flags(cutlass_root))
+        notes.append(f"CUTLASS {cutlass_root.version or '(version unknown)'} from "
+                     f"{'KERNELSCOPE_CUTLASS_ROOT' if cutlass_root.origin == 'env' else 'the nvidia-cutlass wheel'}: "
+                     f"added {shown_incs}")
+        flags, arch = _cutlass_flags(flags, arch, explicit_arch=req.arch is not None or named is not None,
+                                     source=source, notes=notes)
     kind: Literal["cubin", "executable"]
     kind = ("executable" if _has_main(source) else "cubin") if req.output == "auto" else req.output
     if kind == "cubin" and any(f.startswith("-l") for f in flags):
@@ -293,10 +456,13 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
         cmd_flags.append("-Xptxas=-v")
 
     header_hashes = {str(h): hashlib.sha256(h.read_bytes()).hexdigest() for h in sorted(set(headers))}
-    aid = content_id({
+    key = {
         "source": hashlib.sha256(raw).hexdigest(), "filename": filename, "headers": header_hashes,
         "flags": cmd_flags, "arch": arch, "kind": kind, "compiler": compiler_version, "nvcc": str(nvcc),
-    })
+    }
+    if cutlass_root is not None:
+        key["cutlass"] = cutlass_mod.headers_fingerprint(cutlass_root)
+    aid = content_id(key)
     store = get_store()
     cached = store.get(aid)
     if cached is not None and "result" in cached.meta.extra:
@@ -312,6 +478,8 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
             argv.append("-cubin")
         if base_dir is not None:
             argv.append(f"-I{base_dir}")
+        if cutlass_root is not None:
+            argv += cutlass_mod.compile_flags(cutlass_root)
         argv += ["-o", out_name, filename]
         t0 = time.monotonic()
         r = run_process(argv, cwd=ws.path, cancel=cancel, env=build_env(home=ws.path),
@@ -323,7 +491,15 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
             log += f"\nkernelscope: the compiler was stopped after {s.compile_timeout_s:.0f} s."
         if r.cancelled:
             log += "\nkernelscope: the compile was cancelled."
-        diags = parse_diagnostics(log, rename={filename: req.path or filename})
+        if cutlass_root is not None:
+            log = cutlass_mod.shorten_paths(log, cutlass_root)
+        shown_name = req.path or filename
+        user_dir = f"{base_dir}/" if base_dir is not None else None
+
+        def is_user(file: str) -> bool:  # the source and the headers next to it, not library headers
+            return file == shown_name or _is_user_file(file) or (user_dir is not None and file.startswith(user_dir))
+
+        diags = parse_diagnostics(log, rename={filename: shown_name}, is_user=is_user)
         kernels = parse_ptxas_report(log)
         names = demangle([k.mangled_name for k in kernels])
         for k in kernels:
@@ -334,7 +510,9 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
             diags.append(Diagnostic(severity="error", tool="nvcc", message=f"nvcc {r.describe_failure()}"))
         shown_cmd = ["nvcc", *argv[1:]]
         if base_dir is not None:
-            shown_cmd = [a if not a.startswith("-I") else "-I<source dir>" for a in shown_cmd]
+            shown_cmd = [a if a != f"-I{base_dir}" else "-I<source dir>" for a in shown_cmd]
+        if cutlass_root is not None:
+            shown_cmd = [cutlass_mod.shorten_paths(a, cutlass_root) for a in shown_cmd]
         result = CompileResult(
             success=success,
             artifact_id=aid if success else None,
@@ -350,6 +528,8 @@ def compile_cuda(req: CompileRequest, settings: Settings | None = None,
             findings=resource_findings(kernels, arch=arch) if success else [],
             log=log[:LOG_LIMIT],
             log_truncated=len(log) > LOG_LIMIT or r.stdout_truncated or r.stderr_truncated,
+            first_error=first_error_text(diags, {shown_name: source.splitlines()}, is_user),
+            notes=notes,
         )
         if success:
             meta = ArtifactMeta(

@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 import kernelscope
-from kernelscope.config import Settings, ensure_dirs
+from kernelscope.config import Settings, ensure_dirs, get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import (
     CheatFlag,
@@ -143,6 +143,9 @@ def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
     env["CUPY_CACHE_DIR"] = str(home / "cupy-cache")  # NVRTC builds cached by content, across jobs
     env["TORCH_EXTENSIONS_DIR"] = str(home / "torch-extensions")  # load_inline builds, cached by source
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cutlass_root = get_settings().cutlass_root
+    if cutlass_root is not None:  # CudaKernel(cutlass=True) in a candidate uses the server's CUTLASS
+        env["KERNELSCOPE_CUTLASS_ROOT"] = str(cutlass_root)
     if lease is not None:
         env["CUDA_VISIBLE_DEVICES"] = lease.visible
     else:

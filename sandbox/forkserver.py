@@ -30,7 +30,11 @@ from typing import Any
 from kernelscope.sandbox.process import (
     Limits,
     ProcessResult,
+    Watchdog,
     _signal_name,
+    job_rlimits,
+    kill_group_until_empty,
+    limit_note,
     network_isolation_status,
     stop_reason,
 )
@@ -116,11 +120,7 @@ class ForkServer:
             cancel: threading.Event | None = None) -> ProcessResult:
         job = f"j{next(self._ids)}"
         q: queue.Queue[dict[str, Any]] = queue.Queue()
-        rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
-        if limits.cpu_s:
-            rlimits["RLIMIT_CPU"] = int(limits.cpu_s)
-        if limits.file_size_bytes:
-            rlimits["RLIMIT_FSIZE"] = int(limits.file_size_bytes)
+        rlimits = job_rlimits(limits)
         net = limits.isolate_network and network_isolation_status()[0]
         stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
         req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
@@ -145,6 +145,8 @@ class ForkServer:
                 self._active.add(pid)
             deadline = start + limits.wall_s
             timed_out = cancelled = False
+            exceeded: str | None = None
+            watchdog = Watchdog(limits, cwd)
             returncode: int | None = None
             while True:
                 try:
@@ -155,12 +157,19 @@ class ForkServer:
                     break
                 except queue.Empty:
                     pass
+                exceeded = watchdog.check(pid)
+                if exceeded:  # a runaway: no grace period
+                    kill_group_until_empty(pid)
+                    try:
+                        returncode = int(q.get(timeout=10).get("returncode", -signal.SIGKILL))
+                    except queue.Empty:
+                        returncode = -signal.SIGKILL
+                    break
                 cancelled, timed_out = stop_reason(cancel, deadline)
                 if timed_out or cancelled:
                     returncode = self._kill(pid, q, limits.kill_grace_s)
                     break
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)  # stragglers in the job's group
+            kill_group_until_empty(pid)  # stragglers in the job's group
         except (OSError, ValueError) as e:
             raise ForkServerError(f"fork server I/O failed: {e}") from e
         finally:
@@ -171,11 +180,13 @@ class ForkServer:
         wall = time.monotonic() - start
         so, so_total = _tail(stdout_p, limits.output_bytes)
         se, se_total = _tail(stderr_p, limits.output_bytes)
+        if exceeded:
+            se += limit_note(exceeded)
         return ProcessResult(
             argv=argv, returncode=returncode, signal_name=_signal_name(returncode), stdout=so, stderr=se,
             stdout_bytes=so_total, stderr_bytes=se_total, stdout_truncated=so_total > limits.output_bytes,
             stderr_truncated=se_total > limits.output_bytes, wall_s=wall, timed_out=timed_out, cancelled=cancelled,
-            network_isolated=net,
+            limit_exceeded=exceeded, network_isolated=net,
         )
 
     def _kill(self, pid: int, q: queue.Queue[dict[str, Any]], grace_s: float) -> int | None:

@@ -10,6 +10,11 @@ Design notes
   ``Limits.kill_grace_s``. After a normal exit, stragglers left in the group are killed too.
 - Output is read on threads and capped: the head and the tail are kept, the middle is replaced by a
   marker saying how much was dropped.
+- A watchdog polls the job while it runs: more than ``Limits.max_processes`` processes in its group
+  (a fork bomb) or more than ``Limits.max_disk_bytes`` taken from its file system (a program filling
+  the disk) kill the whole group at once, and the result says which limit it hit. For users other
+  than root, ``RLIMIT_NPROC`` also stops an exponential fork bomb in the kernel (root is exempt from
+  it, so there the watchdog alone contains one).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ PASSTHROUGH_ENV = (
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 _LAUNCHER = r"""
-import ctypes, json, os, resource, sys
+import ctypes, json, os, resource, signal, sys
 cfg = json.loads(sys.argv[1])
 for name, value in cfg["rlimits"].items():
     lim = getattr(resource, name)
@@ -54,6 +59,11 @@ for name, value in cfg["rlimits"].items():
         soft, hard = resource.getrlimit(lim)
         if hard != resource.RLIM_INFINITY:
             resource.setrlimit(lim, (min(value, hard), hard))
+# Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: give the program the defaults
+# (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell)
+for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+    if hasattr(signal, sig):
+        signal.signal(getattr(signal, sig), signal.SIG_DFL)
 if cfg["unshare_net"]:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
@@ -76,7 +86,14 @@ class Limits(BaseModel):
     file_size_bytes: int | None = Field(
         1 << 30, gt=0, description="RLIMIT_FSIZE: largest file a process may write."
     )
-    max_processes: int | None = Field(None, gt=0, description="RLIMIT_NPROC (per user: use with care).")
+    max_processes: int | None = Field(
+        256, gt=0, description="Processes the job's group may hold at once; more (a fork bomb) kill the group. "
+                               "Non-root users also get RLIMIT_NPROC: 16 tasks per allowed process above their "
+                               "count at the start.")
+    max_disk_bytes: int | None = Field(
+        8 << 30, gt=0, description="How far the job may lower the free space of its working directory's file system "
+                                   "(at most half of what was free at its start); beyond that the group is killed. "
+                                   "Other writers on that file system count too.")
     output_bytes: int = Field(1 << 20, gt=0, description="Bytes kept of stdout and of stderr each.")
     kill_grace_s: float = Field(2.0, ge=0, description="Time between SIGTERM and SIGKILL.")
     isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows.")
@@ -95,13 +112,16 @@ class ProcessResult(BaseModel):
     wall_s: float = 0.0
     timed_out: bool = False
     cancelled: bool = False
+    limit_exceeded: str | None = Field(None, description="The limit the watchdog killed the job for, in words.")
     network_isolated: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.cancelled
+        return self.returncode == 0 and not self.timed_out and not self.cancelled and not self.limit_exceeded
 
     def describe_failure(self) -> str:
+        if self.limit_exceeded:
+            return f"was killed because {self.limit_exceeded}"
         if self.timed_out:
             return f"timed out after {self.wall_s:.1f} s (the process group was killed)"
         if self.cancelled:
@@ -191,6 +211,139 @@ def _signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
+NPROC_MARGIN_PER_PROCESS = 16  # tasks (threads) per allowed process under RLIMIT_NPROC
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes (zombies included: they still hold a pid) whose process group is ``pgid``, from /proc;
+    empty where there is no /proc."""
+    pids: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return pids
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                pids.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def _host_tasks() -> int | None:
+    """Tasks on the host now (the total in /proc/loadavg): one read, so it is polled often."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+class Watchdog:
+    """Polled while a job runs: says when its process group holds too many processes or its file system
+    lost more free space than the job may take. Cheap enough for every poll: a statvfs and one read of
+    /proc/loadavg; the group's processes are counted every ``scan_every_s`` and at once when the host's
+    task count jumps."""
+
+    def __init__(self, limits: Limits, cwd: Path, *, scan_every_s: float = 0.25) -> None:
+        self.max_processes = limits.max_processes
+        self.scan_every_s = scan_every_s
+        self._last_scan = time.monotonic()
+        self._tasks_at_scan = _host_tasks() if self.max_processes else None
+        self.cwd = cwd
+        self.disk_budget: int | None = None
+        self._free0: int | None = None
+        if limits.max_disk_bytes:
+            self._free0 = _free_bytes(cwd)
+            if self._free0 is not None:
+                self.disk_budget = min(limits.max_disk_bytes, self._free0 // 2)
+
+    def check(self, pgid: int) -> str | None:
+        """None while the job is within its limits, else the limit it broke, in words."""
+        if self.disk_budget is not None and self._free0 is not None:
+            free = _free_bytes(self.cwd)
+            if free is not None and self._free0 - free > self.disk_budget:
+                return (f"it filled the disk: the free space of its file system fell by {(self._free0 - free) >> 20} "
+                        f"MiB, more than the {self.disk_budget >> 20} MiB a job may take")
+        if self.max_processes:
+            now = time.monotonic()
+            tasks = _host_tasks()
+            jump = (tasks is not None and self._tasks_at_scan is not None
+                    and tasks - self._tasks_at_scan > self.max_processes // 2)
+            if jump or now - self._last_scan >= self.scan_every_s:
+                self._last_scan, self._tasks_at_scan = now, tasks
+                n = len(group_pids(pgid))
+                if n > self.max_processes:
+                    return f"it started more than {self.max_processes} processes ({n} at once; a fork bomb?)"
+        return None
+
+
+def kill_group_until_empty(pgid: int, timeout_s: float = 2.0) -> None:
+    """SIGKILL the group again until nothing is left in it (a fork bomb may fork while the first signal is
+    on its way)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _killpg(pgid, signal.SIGKILL)
+        alive = [p for p in group_pids(pgid) if not _is_zombie(p)]
+        if not alive or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _user_tasks(uid: int) -> int:
+    """Tasks (threads) of ``uid`` now: what RLIMIT_NPROC counts."""
+    tasks = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid == uid:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    tasks += int(f.read().rsplit(b")", 1)[1].split()[17])  # num_threads
+        except (OSError, ValueError, IndexError):
+            continue
+    return tasks
+
+
+def job_rlimits(limits: Limits) -> dict[str, int]:
+    """The resource limits a job's process sets before it runs the job."""
+    rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
+    if limits.cpu_s:
+        rlimits["RLIMIT_CPU"] = int(limits.cpu_s)
+    if limits.file_size_bytes:
+        rlimits["RLIMIT_FSIZE"] = int(limits.file_size_bytes)
+    uid = os.getuid()
+    if limits.max_processes and uid != 0:  # root is exempt from RLIMIT_NPROC; the watchdog covers it
+        with contextlib.suppress(OSError):  # no /proc: no RLIMIT_NPROC
+            rlimits["RLIMIT_NPROC"] = _user_tasks(uid) + limits.max_processes * NPROC_MARGIN_PER_PROCESS
+    return rlimits
+
+
+def limit_note(reason: str) -> str:
+    return f"\n[kernelscope: the job was killed because {reason}]\n"
+
+
 def stop_reason(cancel: threading.Event | None, deadline: float) -> tuple[bool, bool]:
     """(cancelled, timed_out) for a job polled against its cancel event and wall-clock deadline."""
     if cancel is not None and cancel.is_set():
@@ -213,15 +366,8 @@ def run_process(
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
-    rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
-    if limits.cpu_s:
-        rlimits["RLIMIT_CPU"] = int(limits.cpu_s)
-    if limits.file_size_bytes:
-        rlimits["RLIMIT_FSIZE"] = int(limits.file_size_bytes)
-    if limits.max_processes:
-        rlimits["RLIMIT_NPROC"] = int(limits.max_processes)
     net = limits.isolate_network and network_isolation_status()[0]
-    cfg = json.dumps({"rlimits": rlimits, "unshare_net": net, "require_net_isolation": False})
+    cfg = json.dumps({"rlimits": job_rlimits(limits), "unshare_net": net, "require_net_isolation": False})
     full = [sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
     child_env = dict(env) if env is not None else build_env(home=cwd)
 
@@ -259,6 +405,8 @@ def run_process(
         threading.Thread(target=_feed, daemon=True).start()
 
     timed_out = cancelled = False
+    exceeded: str | None = None
+    watchdog = Watchdog(limits, cwd)
     deadline = start + limits.wall_s
     while True:
         try:
@@ -266,6 +414,11 @@ def run_process(
             break
         except subprocess.TimeoutExpired:
             pass
+        exceeded = watchdog.check(proc.pid)
+        if exceeded:
+            kill_group_until_empty(proc.pid)
+            proc.wait()
+            break
         cancelled, timed_out = stop_reason(cancel, deadline)
         if timed_out or cancelled:
             _killpg(proc.pid, signal.SIGTERM)
@@ -277,7 +430,7 @@ def run_process(
             break
     wall = time.monotonic() - start
     # Children left in the group (daemonised helpers, fork bombs) die with the job.
-    _killpg(proc.pid, signal.SIGKILL)
+    kill_group_until_empty(proc.pid)
     for t in pumps:
         t.join(timeout=5.0)
     return ProcessResult(
@@ -285,7 +438,7 @@ def run_process(
         returncode=proc.returncode,
         signal_name=_signal_name(proc.returncode),
         stdout=out.text(),
-        stderr=err.text(),
+        stderr=err.text() + (limit_note(exceeded) if exceeded else ""),
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         stdout_truncated=out.truncated,
@@ -293,6 +446,7 @@ def run_process(
         wall_s=wall,
         timed_out=timed_out,
         cancelled=cancelled,
+        limit_exceeded=exceeded,
         network_isolated=net,
     )
 

@@ -12,15 +12,17 @@ import binascii
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
+from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import INVALID_PARAMS, CallToolResult, GetPromptResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from kernelscope._version import __version__
@@ -31,6 +33,8 @@ from kernelscope.models import (
     ClassifyResult,
     CompareResult,
     CompileResult,
+    CutlassFileResult,
+    CutlassSearchResult,
     NcuProfileResult,
     RunResult,
     SassResult,
@@ -41,6 +45,8 @@ from kernelscope.server.summaries import (
     classify_summary,
     compare_summary,
     compile_summary,
+    cutlass_file_summary,
+    cutlass_search_summary,
     eval_summary,
     profile_summary,
     program_summary,
@@ -69,11 +75,26 @@ kernelscope gives you real GPU performance tools for CUDA kernels. Typical flow:
    `compare` work on recorded reports (paths, or the report ids these tools return).
 6. `nsys_trace` (program, Python script or eval target): the timeline between kernels (launch
    overhead, idle gaps, copies, synchronizations, allocations) with system-level findings.
+7. CUTLASS/CuTe: `compile(cutlass=true)` builds against its headers (sm_90a for Hopper's wgmma/TMA);
+   `search_cutlass` finds definitions and uses of a name in its headers and examples, and
+   `read_cutlass_file` reads the lines around a hit.
 Every answer starts with a short diagnosis; the structured result has all the data, and full
 listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 """
 
-mcp = MCPServer(
+class _Server(MCPServer):
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Any = None) -> Any:
+        """An unknown prompt is the client's mistake (-32602, as for an unknown resource), not an internal
+        error; kernelscope defines no prompts."""
+        if not self._prompt_manager.get_prompt(name):
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}; this server defines no prompts "
+                                           "(see prompts/list).")
+        result: GetPromptResult = await super().get_prompt(name, arguments, context)
+        return result
+
+
+mcp = _Server(
     "kernelscope",
     title="kernelscope: GPU performance tools",
     description="Compile, disassemble and analyse CUDA kernels with expert diagnoses.",
@@ -82,27 +103,98 @@ mcp = MCPServer(
 )
 
 
-async def _call(fn: Callable[..., T], *args: Any, cancellable: bool = False, **kwargs: Any) -> T:
-    """Run a blocking tool in a worker thread. On cancellation a ``cancellable`` tool is told to stop
-    through its ``cancel`` event (which kills its process group) and the await returns at once."""
-    cancel = threading.Event()
+HEARTBEAT_S = 1.0  # a call that takes longer sends a progress notification at least this often
 
-    def work() -> T:
-        return fn(*args, cancel=cancel, **kwargs) if cancellable else fn(*args, **kwargs)
+
+class Progress:
+    """The progress notifications of one tool call: a start, a heartbeat while the work runs (at least one
+    notification a second, which also keeps clients that reset their timeouts on progress waiting), the
+    GPU queue position while queued, and the end. Values strictly increase as the spec requires; the end
+    carries ``total`` equal to its ``progress``. A no-op when the client asked for no progress."""
+
+    def __init__(self, ctx: Context | None, label: str) -> None:
+        self.ctx = ctx
+        self.label = label
+        self.n = -1
+        self.t0 = time.monotonic()
+
+    async def _send(self, message: str, *, final: bool = False) -> None:
+        if self.ctx is None:
+            return
+        self.n += 1
+        try:
+            await self.ctx.report_progress(self.n, self.n if final else None, message)
+        except Exception:  # the client went away; the work itself goes on
+            log.debug("progress notification failed", exc_info=True)
+
+    async def start(self) -> None:
+        await self._send(self.label)
+
+    async def step(self, message: str) -> None:
+        await self._send(message)
+
+    async def beat(self) -> None:
+        await self._send(f"{self.label}: {time.monotonic() - self.t0:.0f} s")
+
+    async def done(self, message: str) -> None:
+        await self._send(message, final=True)
+
+    def on_wait(self) -> Callable[[int, float], None]:
+        """A callback for worker threads queued for a GPU lease."""
+
+        def on_wait(ahead: int, waited_s: float) -> None:
+            msg = f"waiting for the GPU: {ahead} job(s) ahead, {waited_s:.0f} s so far"
+            try:
+                anyio.from_thread.run(self.step, msg)
+            except Exception:  # the call was cancelled meanwhile
+                log.debug("progress notification failed", exc_info=True)
+
+        return on_wait
+
+
+async def _call(fn: Callable[..., T], *args: Any, cancellable: bool = False, progress: Progress | None = None,
+                **kwargs: Any) -> T:
+    """Run a blocking tool in a worker thread, sending ``progress`` heartbeats while it runs. On
+    cancellation a ``cancellable`` tool is told to stop through its ``cancel`` event (which kills its
+    process group and so frees its GPU lease) and the await ends at once."""
+    cancel = threading.Event()
+    box: dict[str, Any] = {}
+    finished = anyio.Event()
+
+    def work() -> None:
+        try:
+            box["value"] = fn(*args, cancel=cancel, **kwargs) if cancellable else fn(*args, **kwargs)
+        except BaseException as e:  # re-raised below, outside the task group
+            box["error"] = e
+
+    async def in_thread() -> None:
+        try:
+            await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        finally:
+            finished.set()
 
     try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(in_thread)
+            while progress is not None and not finished.is_set():
+                with anyio.move_on_after(HEARTBEAT_S):
+                    await finished.wait()
+                if not finished.is_set():
+                    await progress.beat()
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise
-    except KernelscopeError as e:
+    if "error" not in box:
+        return box["value"]  # type: ignore[no-any-return]
+    e = box.pop("error")
+    if isinstance(e, KernelscopeError):
         raise ToolError(str(e)) from None
-    except ToolError:
-        raise
-    except Exception as e:  # a bug: say so plainly instead of a bare "Error executing tool"
-        log.exception("internal error in %s", getattr(fn, "__name__", fn))
-        raise ToolError(f"Internal error in kernelscope ({type(e).__name__}: {e}). This is a bug; the server "
-                        "is still running.") from None
+    if isinstance(e, ToolError) or not isinstance(e, Exception):
+        raise e
+    # a bug: say so plainly instead of a bare "Error executing tool"
+    log.error("internal error in %s", getattr(fn, "__name__", fn), exc_info=e)
+    raise ToolError(f"Internal error in kernelscope ({type(e).__name__}: {e}). This is a bug; the server "
+                    "is still running.") from None
 
 
 def _result(model: BaseModel, summary: str) -> CallToolResult:
@@ -126,13 +218,12 @@ async def capabilities_tool(
     and how to fix it. Call this first."""
     from kernelscope.tools import capabilities as caps
 
-    if ctx is not None:
-        await ctx.report_progress(0, 1, "probing GPUs and toolchain")
+    progress = Progress(ctx, "probing GPUs and toolchain")
+    await progress.start()
     if refresh:
         await _call(caps.reset_caches)
-    report = await _call(caps.capability_report, probe=True)
-    if ctx is not None:
-        await ctx.report_progress(1, 1, "done")
+    report = await _call(caps.capability_report, probe=True, progress=progress)
+    await progress.done("done")
     return _result(report, caps.render_report(report))
 
 
@@ -154,6 +245,11 @@ async def compile_tool(
         description="cubin (kernels only), executable (a program with main), or auto.")] = "auto",
     lineinfo: Annotated[bool, Field(description="Build with -lineinfo for source-level SASS/profiles.")] = True,
     filename: Annotated[str, Field(description="Name for inline source, shown in diagnostics.")] = "kernel.cu",
+    cutlass: Annotated[bool, Field(description="Compile against CUTLASS/CuTe: adds its include paths, -std=c++17 "
+                                               "(or your -std=c++20), --expt-relaxed-constexpr, and turns a default "
+                                               "sm_90 target into sm_90a (wgmma/TMA). Template errors come back "
+                                               "as a readable first error with the instantiation chain "
+                                               "trimmed.")] = False,
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, CompileResult]:
     """Compile CUDA C++ to a cubin or executable with nvcc. Returns success, diagnostics parsed to
@@ -165,14 +261,13 @@ async def compile_tool(
 
     try:
         req = CompileRequest(source=source, path=path, arch=arch, flags=flags or [], output=output,
-                             lineinfo=lineinfo, filename=filename)
+                             lineinfo=lineinfo, filename=filename, cutlass=cutlass)
     except ValueError as e:
         raise ToolError(f"Invalid compile request: {e}") from None
-    if ctx is not None:
-        await ctx.report_progress(0, 1, "compiling with nvcc")
-    result = await _call(compile_cuda, req, cancellable=True)
-    if ctx is not None:
-        await ctx.report_progress(1, 1, "compiled" if result.success else "compile failed")
+    progress = Progress(ctx, "compiling with nvcc")
+    await progress.start()
+    result = await _call(compile_cuda, req, cancellable=True, progress=progress)
+    await progress.done("compiled" if result.success else "compile failed")
     return _result(result, compile_summary(result))
 
 
@@ -197,37 +292,21 @@ async def sass_tool(
 
     if (artifact_id is None) == (cubin_base64 is None):
         raise ToolError("Give exactly one of `artifact_id` (from compile) or `cubin_base64`.")
-    if ctx is not None:
-        await ctx.report_progress(0, 1, "disassembling")
+    progress = Progress(ctx, "disassembling")
+    await progress.start()
     if cubin_base64 is not None:
         try:
             data = base64.b64decode(cubin_base64, validate=True)
         except (binascii.Error, ValueError):
             raise ToolError("cubin_base64 is not valid base64.") from None
-        result = await _call(sass_mod.sass_for_cubin_bytes, data, kernel=kernel,
+        result = await _call(sass_mod.sass_for_cubin_bytes, data, kernel=kernel, progress=progress,
                              interleave_source=interleave_source, max_listing_lines=max_listing_lines)
     else:
         assert artifact_id is not None
-        result = await _call(sass_mod.sass_for_artifact, artifact_id, kernel=kernel,
+        result = await _call(sass_mod.sass_for_artifact, artifact_id, kernel=kernel, progress=progress,
                              interleave_source=interleave_source, max_listing_lines=max_listing_lines)
-    if ctx is not None:
-        await ctx.report_progress(1, 1, "done")
+    await progress.done("done")
     return _result(result, sass_summary(result))
-
-
-def _progress_reporter(ctx: Context | None) -> Any:
-    """A callback for worker threads that sends 'queued for the GPU' progress to the client."""
-    if ctx is None:
-        return None
-
-    def on_wait(ahead: int, waited_s: float) -> None:
-        msg = f"waiting for the GPU: {ahead} job(s) ahead, {waited_s:.0f} s so far"
-        try:
-            anyio.from_thread.run(ctx.report_progress, 0, None, msg)
-        except Exception:  # the client went away; the job itself goes on
-            log.debug("progress notification failed", exc_info=True)
-
-    return on_wait
 
 
 @mcp.tool(
@@ -271,9 +350,9 @@ async def run_tool(
     exit status, output, wall time and per-kernel GPU times. Crashes and hangs are results."""
     from kernelscope.tools import run as run_mod
 
-    if ctx is not None:
-        await ctx.report_progress(0, 1, f"starting {mode} job")
-    on_wait = _progress_reporter(ctx)
+    progress = Progress(ctx, f"running the {mode} job")
+    await progress.start()
+    on_wait = progress.on_wait()
     if mode == "program":
         if artifact_id is None:
             raise ToolError("program mode needs `artifact_id` (an executable from compile).")
@@ -282,9 +361,8 @@ async def run_tool(
                                           kernel_times=kernel_times)
         except ValueError as e:
             raise ToolError(f"Invalid run request: {e}") from None
-        presult = await _call(run_mod.run_program, preq, cancellable=True, on_wait=on_wait)
-        if ctx is not None:
-            await ctx.report_progress(1, 1, "done")
+        presult = await _call(run_mod.run_program, preq, cancellable=True, on_wait=on_wait, progress=progress)
+        await progress.done("done")
         return _result(RunResult(mode="program", program=presult), program_summary(presult))
     try:
         ereq = run_mod.EvalRequest(reference=reference, reference_path=reference_path, candidate=candidate,
@@ -293,9 +371,8 @@ async def run_tool(
                                    measure_energy=measure_energy, allow_tf32=allow_tf32, timeout_s=timeout_s)
     except ValueError as e:
         raise ToolError(f"Invalid run request: {e}") from None
-    eresult = await _call(run_mod.eval_candidate, ereq, cancellable=True, on_wait=on_wait)
-    if ctx is not None:
-        await ctx.report_progress(1, 1, eresult.verdict)
+    eresult = await _call(run_mod.eval_candidate, ereq, cancellable=True, on_wait=on_wait, progress=progress)
+    await progress.done(eresult.verdict)
     return _result(RunResult(mode="eval", eval=eresult), eval_summary(eresult))
 
 
@@ -346,11 +423,10 @@ async def analyze_tool(
         raise ToolError(f"Invalid analyze request: {e}") from None
     if artifact_id is None and candidate is None and candidate_path is None:
         raise ToolError("Give a target: `artifact_id` (an executable from compile), or a reference and a candidate.")
-    if ctx is not None:
-        await ctx.report_progress(0, 2, "stage 1: light capture")
-    result = await _call(prof.analyze, req, cancellable=True, on_wait=_progress_reporter(ctx))
-    if ctx is not None:
-        await ctx.report_progress(2, 2, "done")
+    progress = Progress(ctx, "analyzing (trace, light capture, deep capture)")
+    await progress.start()
+    result = await _call(prof.analyze, req, cancellable=True, on_wait=progress.on_wait(), progress=progress)
+    await progress.done("done")
     return _result(result, analyze_summary(result))
 
 
@@ -397,7 +473,10 @@ async def nsys_trace_tool(
     if artifact_id is None and script is None and script_path is None and candidate is None and candidate_path is None:
         raise ToolError("Give a target: `artifact_id` (an executable from compile), a Python `script`, or a "
                         "reference and a candidate.")
-    result = await _call(tr.trace, req, cancellable=True, on_wait=_progress_reporter(ctx))
+    progress = Progress(ctx, "tracing")
+    await progress.start()
+    result = await _call(tr.trace, req, cancellable=True, on_wait=progress.on_wait(), progress=progress)
+    await progress.done(result.status)
     return _result(result, trace_summary(result))
 
 
@@ -444,11 +523,10 @@ async def ncu_profile_tool(
                                   clock_control=clock_control, timeout_s=timeout_s)
     except ValueError as e:
         raise ToolError(f"Invalid ncu_profile request: {e}") from None
-    if ctx is not None:
-        await ctx.report_progress(0, 1, "profiling")
-    result = await _call(prof.ncu_profile, req, cancellable=True, on_wait=_progress_reporter(ctx))
-    if ctx is not None:
-        await ctx.report_progress(1, 1, result.status)
+    progress = Progress(ctx, "profiling")
+    await progress.start()
+    result = await _call(prof.ncu_profile, req, cancellable=True, on_wait=progress.on_wait(), progress=progress)
+    await progress.done(result.status)
     return _result(result, profile_summary(result))
 
 
@@ -466,6 +544,7 @@ async def classify_tool(
                                                                   "report).")] = None,
     time_us: Annotated[float | None, Field(ge=0, description="Measured time to place against the roof.")] = None,
     gpu: Annotated[str | None, Field(description="GPU name for the peak table (default H100).")] = None,
+    ctx: Context | None = None,
 ) -> Annotated[CallToolResult, ClassifyResult]:
     """Classify what limits a kernel: memory-bound, compute-bound, latency-bound, occupancy-limited,
     launch/tail-limited or mixed, with a confidence, the speed-of-light evidence and its roofline
@@ -475,10 +554,13 @@ async def classify_tool(
     roofline ceiling an optimization aims at."""
     from kernelscope.tools import classify as cl
 
+    progress = Progress(ctx, "reading the report" if report_path is not None else "placing on the roofline")
+    await progress.start()
     if report_path is not None:
-        result = await _call(cl.classify_report, report_path, kernel=kernel)
+        result = await _call(cl.classify_report, report_path, kernel=kernel, progress=progress)
     else:
         result = await _call(cl.classify_analytic, flops=flops, dram_bytes=dram_bytes, time_us=time_us, gpu=gpu)
+    await progress.done("done")
     return _result(result, classify_summary(result))
 
 
@@ -492,6 +574,7 @@ async def compare_tool(
     after_report: Annotated[str, Field(description="The .ncu-rep after the change (may be the same file).")],
     before_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the first report.")] = None,
     after_kernel: Annotated[str | None, Field(description="Regex selecting one kernel in the second report.")] = None,
+    ctx: Context | None = None,
 ) -> Annotated[CallToolResult, CompareResult]:
     """Compare a kernel before and after a change: speedup, the bottleneck class on each side, deltas of
     the metrics that matter (duration, throughputs, DRAM bytes, hit rates, occupancy, registers,
@@ -499,9 +582,71 @@ async def compare_tool(
     or introduced."""
     from kernelscope.tools.compare import compare_profiles
 
+    progress = Progress(ctx, "reading both reports")
+    await progress.start()
     result = await _call(compare_profiles, before_report, after_report, before_kernel=before_kernel,
-                         after_kernel=after_kernel)
+                         after_kernel=after_kernel, progress=progress)
+    await progress.done("done")
     return _result(result, compare_summary(result))
+
+
+@mcp.tool(
+    name="search_cutlass",
+    title="Search the CUTLASS/CuTe sources",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def search_cutlass_tool(
+    query: Annotated[str, Field(description="A symbol (make_tma_copy, cute::Layout, SM90_TMA_LOAD_2D, "
+                                            "warpgroup_wait) or words that must all appear on a line "
+                                            "('tma multicast'). Case-insensitive; identifiers match whole or by "
+                                            "their parts (split at _ and camelCase).")],
+    limit: Annotated[int, Field(ge=1, le=100, description="Hits returned, best first.")] = 20,
+    kind: Annotated[Literal["any", "definitions", "text"], Field(
+        description="definitions: where names are defined (class, struct, alias, function, macro); text: lines "
+                    "that mention the query; any: definitions first, then text.")] = "any",
+    scope: Annotated[Literal["all", "include", "examples"], Field(
+        description="include: the headers; examples: NVIDIA's examples and CuTe tutorials; all: both, plus the "
+                    "util headers.")] = "all",
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, CutlassSearchResult]:
+    """Find where a CUTLASS/CuTe name is defined and how it is used, ranked: definitions of the name
+    (exact, then case-insensitive, prefix, substring; headers before examples) above plain text
+    matches, each with its file (relative to the CUTLASS root) and line. Bounded: `limit` hits, counts
+    stop at 5,000 lines. The index is built on first use (a few seconds) and cached. Then read the code
+    with read_cutlass_file."""
+    from kernelscope.tools import cutlass as cut
+
+    progress = Progress(ctx, "searching CUTLASS (the index is built on first use)")
+    await progress.start()
+    result = await _call(cut.search, query, limit=limit, kind=kind, scope=scope, progress=progress)
+    await progress.done("done")
+    return _result(result, cutlass_search_summary(result))
+
+
+@mcp.tool(
+    name="read_cutlass_file",
+    title="Read a CUTLASS/CuTe source file",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+async def read_cutlass_file_tool(
+    path: Annotated[str, Field(description="A file relative to the CUTLASS root, as search_cutlass prints it "
+                                           "(include/cute/tensor.hpp; cute/... is taken as include/cute/...).")],
+    start_line: Annotated[int, Field(ge=1, description="First line (1-based).")] = 1,
+    end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive); default: the end, within "
+                                                            "max_lines.")] = None,
+    max_lines: Annotated[int, Field(ge=1, le=1000, description="At most this many lines.")] = 200,
+    ctx: Context | None = None,
+) -> Annotated[CallToolResult, CutlassFileResult]:
+    """Read lines of a CUTLASS/CuTe header or example (numbered in the text answer). Paths stay
+    inside the CUTLASS root: absolute paths, '..' and symlinks that lead out are refused."""
+    from kernelscope.tools import cutlass as cut
+
+    progress = Progress(ctx, "reading")
+    await progress.start()
+    result = await _call(cut.read_file, path, start_line=start_line, end_line=end_line, max_lines=max_lines,
+                         progress=progress)
+    await progress.done("done")
+    return _result(result, cutlass_file_summary(result))
 
 
 # ----------------------------------------------------------------------------------- resources

@@ -3,6 +3,7 @@ streamable HTTP on loopback."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -135,7 +136,72 @@ async def test_progress_is_reported(client: Client) -> None:
         seen.append((progress, total, message))
 
     await client.call_tool("compile", {"source": SAXPY + "\n// progress\n"}, progress_callback=on_progress)
-    assert seen and seen[-1][0] == 1
+    assert seen and seen[0] == (0, None, "compiling with nvcc") and seen[-1] == (1, 1, "compiled")
+
+
+HOLD = ("#include <unistd.h>\n#include <cstdlib>\n"
+        "int main(int argc, char** argv) { usleep(atoi(argv[1]) * 1000); return 0; }\n")
+
+
+@pytest.fixture
+def one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool with one GPU id, so program mode and its lease run on a CPU machine (host-only programs)."""
+    from kernelscope.sandbox import gpu as gpu_mod
+
+    monkeypatch.setattr(gpu_mod, "_pool", gpu_mod.GpuPool(["0"]))
+
+
+async def test_every_tool_reports_progress(client: Client, one_gpu: None) -> None:
+    """Every tool sends progress when asked: a start at once, strictly increasing values, and an end whose
+    total equals its progress. A new tool must be added to the table below."""
+    rep = "tests/fixtures/ncu/three-kernels.ncu-rep"
+    cubin = await client.call_tool("compile", {"source": SAXPY})
+    exe = await client.call_tool("compile", {"source": HOLD, "output": "executable"})
+    assert not cubin.is_error and not exe.is_error
+    exe_id = exe.structured_content["artifact_id"]
+    calls = {
+        "capabilities": {},
+        "compile": {"source": SAXPY + "// progress of every tool\n"},
+        "sass": {"artifact_id": cubin.structured_content["artifact_id"]},
+        "run": {"mode": "program", "artifact_id": exe_id, "args": ["10"]},
+        "analyze": {"artifact_id": exe_id},
+        "ncu_profile": {"artifact_id": exe_id},
+        "nsys_trace": {"artifact_id": exe_id},
+        "bottleneck_classify": {"report_path": rep},
+        "compare": {"before_report": rep, "after_report": rep, "before_kernel": "strided", "after_kernel": "coalesced"},
+        "search_cutlass": {"query": "make_tma_copy", "limit": 2},
+        "read_cutlass_file": {"path": "include/cute/tensor.hpp", "max_lines": 5},
+    }
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert set(calls) == tools, "add the new tool to this table"
+    for name, args in calls.items():
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))  # noqa: B023 (consumed before the next iteration)
+
+        r = await client.call_tool(name, args, progress_callback=on_progress)
+        assert seen and seen[0][0] == 0 and seen[0][2], (name, seen)
+        values = [v for v, _, _ in seen]
+        assert all(a < b for a, b in itertools.pairwise(values)), (name, seen)
+        if not r.is_error:  # a refusal (no GPU, no ncu, no CUTLASS here) ends without the final notification
+            assert seen[-1][1] == seen[-1][0] and len(seen) >= 2, (name, seen)
+
+
+async def test_long_calls_send_a_heartbeat(client: Client, one_gpu: None) -> None:
+    """A call that runs for seconds sends progress at least once a second while it runs."""
+    exe = await client.call_tool("compile", {"source": HOLD, "output": "executable"})
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    r = await client.call_tool("run", {"mode": "program", "artifact_id": exe.structured_content["artifact_id"],
+                                       "args": ["3200"]}, progress_callback=on_progress)
+    assert not r.is_error and r.structured_content["program"]["exit_status"] == 0
+    beats = [m for _, _, m in seen if m and m.startswith("running the program job: ")]
+    assert len(beats) >= 2, seen
+    assert seen[-1][1] == seen[-1][0] == len(seen) - 1
 
 
 def _serve_env(home: Path) -> dict[str, str]:

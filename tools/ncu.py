@@ -209,6 +209,19 @@ def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
         ctx = nr.load_report(str(path))
     except Exception as e:
         raise InputError(f"{path.name} is not a readable Nsight Compute report ({type(e).__name__}: {e}).") from None
+    try:
+        kernels = _kernels(nr, ctx, top_lines)
+    except (ValueError, TypeError, AttributeError) as e:  # pydantic's ValidationError is a ValueError
+        raise InputError(f"{path.name} is a damaged or incomplete Nsight Compute report (truncated, or bytes "
+                         f"changed: {str(e).splitlines()[0][:160]}). Capture it again, or pass the report id "
+                         "that analyze/ncu_profile returned.") from None
+    if not kernels:
+        raise InputError(f"{path.name} holds no profiled kernels (or is not an Nsight Compute report): check the "
+                         "kernel filters (-k, --launch-skip/--launch-count) and --target-processes all.")
+    return Profile(report=path.name, kernels=kernels)
+
+
+def _kernels(nr: Any, ctx: Any, top_lines: int) -> list[KernelProfile]:
     kernels: list[KernelProfile] = []
     kid = 0
     kept = rule_metrics()
@@ -245,7 +258,4 @@ def load_profile(path: Path, *, top_lines: int = 10) -> Profile:
                 metrics=metrics, ncu_rules=_rules(a), source_lines=_source_lines(a, top_lines),
             ))
             kid += 1
-    if not kernels:
-        raise InputError(f"{path.name} holds no profiled kernels (or is not an Nsight Compute report): check the "
-                         "kernel filters (-k, --launch-skip/--launch-count) and --target-processes all.")
-    return Profile(report=path.name, kernels=kernels)
+    return kernels

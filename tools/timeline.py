@@ -177,6 +177,7 @@ def load_cupti(trace_dir: Path) -> Timeline:
     tl = Timeline(source="cupti")
     files = sorted([*Path(trace_dir).glob("trace-*.jsonl"), *Path(trace_dir).glob("trace-*.jsonl.gz")])
     open_markers: dict[tuple[int, int], tuple[str, int]] = {}
+    malformed = 0
     for f in files:
         stem = f.name.split("-", 1)[1].split(".", 1)[0]
         pid = int(stem) if stem.isdigit() else 0
@@ -188,7 +189,12 @@ def load_cupti(trace_dir: Path) -> Timeline:
                     r = json.loads(ln)
                 except ValueError:
                     continue  # a line cut short by a crash
-                _cupti_record(tl, r, pid, open_markers)
+                try:
+                    _cupti_record(tl, r, pid, open_markers)
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    malformed += 1  # not a record our tracer writes: the traced program wrote into its directory
+    if malformed:
+        tl.notes.append(f"{malformed} malformed trace record(s) skipped (not written by the tracer)")
     return tl.finish()
 
 

@@ -93,7 +93,11 @@ class LiveView:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        with self._lock:
+            self.now = "stopped: " + type(e).__name__ if e is not None else "done"
         self._live.__exit__(et, e, tb)
+        if not self.console.is_terminal:
+            self.console.line()  # the last frame ends without one off a terminal
 
     def activity(self, text: str) -> None:
         with self._lock:

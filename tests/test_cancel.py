@@ -10,7 +10,6 @@ with host-only programs.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _servers import http_server as serve_http
 from mcp import Client, StdioServerParameters
 
 from kernelscope.sandbox import gpu as gpu_mod
@@ -183,28 +183,9 @@ def _env(home: Path) -> dict[str, str]:
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     home = tmp_path / "home"
-    proc = subprocess.Popen([sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
-                             "--home", str(home), "--root", str(tmp_path), "--no-prewarm"],
-                            env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-            time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", home
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with serve_http(home, tmp_path, _env(home), "--no-prewarm") as url:
+        yield url, home
 
 
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])

@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _servers import http_server as serve_http
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_DIR = os.environ.get("KERNELSCOPE_MCP_TOOLS")
@@ -164,26 +163,9 @@ def test_inspector_calls_every_cpu_tool(inspector: Inspector, era: str) -> None:
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("conformance-server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH")}
-    proc = subprocess.Popen([sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
-                             "--home", str(tmp / "home"), "--root", str(REPO), "--no-prewarm"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("wb"))
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-            time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with (tmp / "server.log").open("wb") as log, serve_http(tmp / "home", REPO, env, "--no-prewarm", stderr=log) as url:
+        yield url
 
 
 def _baseline(revision: str) -> list[str]:

@@ -17,9 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _servers import http_server as serve_http
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -72,26 +71,9 @@ def _env(home: Path, gpu: bool) -> dict[str, str]:
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     home = tmp_path / "http-home"
-    proc = subprocess.Popen([sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
-                             "--home", str(home), "--root", str(REPO), "--no-prewarm"],
-                            env=_env(home, gpu=True), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-            time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", home
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serve_http(home, REPO, _env(home, gpu=True), "--no-prewarm") as url:
+        yield url, home
 
 
 def _job_running(home: Path) -> bool:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from _servers import start_http
 from mcp import Client, StdioServerParameters
 
 from kernelscope.server.app import mcp
@@ -227,30 +226,9 @@ async def test_stdio_subprocess_session(tmp_path: Path) -> None:
         assert again.structured_content["cache_hit"] is True
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_http(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     """`kernelscope serve --transport http` on a free loopback port, once it accepts connections."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelscope", "serve", "--transport", "http", "--port", str(port),
-         "--home", str(tmp_path), "--root", str(tmp_path), *extra],
-        env=_serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "the server exited") from None
-            time.sleep(0.2)
-    return proc, port
+    return start_http(tmp_path, tmp_path, _serve_env(tmp_path), *extra)
 
 
 async def test_streamable_http_session(tmp_path: Path) -> None:

@@ -115,5 +115,6 @@ def make_view(cfg: Any, *, live: bool | None = None) -> PlainView | LiveView:
         live = sys.stdout.isatty()
     if not live:
         return PlainView(cfg.budget)
-    name = cfg.reference.parent.name if cfg.reference.name == "reference.py" else cfg.reference.stem
-    return LiveView(cfg.budget, cfg.time_s, f"kernelscope optimize: {name} ({cfg.strategy})")
+    from kernelscope.agent.optimize import problem_name
+
+    return LiveView(cfg.budget, cfg.time_s, f"kernelscope optimize: {problem_name(cfg.reference)} ({cfg.strategy})")

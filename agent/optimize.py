@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, parse_knobs, run_search
 from kernelscope.agent.search.knobs import apply_knobs
-from kernelscope.agent.search.strategies import SearchState
+from kernelscope.agent.search.strategies import Candidate, SearchState
 
 STRATEGIES = {"mcts": MCTS, "greedy": Greedy, "beam": Beam, "random": RandomSearch}
 SEVERITY_RANK = {"critical": 0, "high": 1, "warning": 2, "info": 3}
@@ -167,10 +167,27 @@ def outcome_from_run(result: dict[str, Any] | None, error: str | None, *, energy
 
 
 def top_kernel(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The costliest kernel of an `analyze` answer (all its profiled launches), or None."""
     kernels = result.get("kernels") or []
     if not kernels:
         return None
     return max(kernels, key=lambda k: k.get("total_duration_ns") or k.get("duration_ns") or 0.0)
+
+
+def all_findings(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every finding of an `analyze` answer: each kernel's, then the system (trace) stage's."""
+    return [f for k in result.get("kernels") or [] for f in k.get("findings") or []] + \
+        list(result.get("system_findings") or [])
+
+
+def problem_name(reference: Path) -> str:
+    """A problem directory's name for its reference.py, else the reference module's own name."""
+    return reference.parent.name if reference.name == "reference.py" else reference.stem
+
+
+def tool_text(r: Any) -> str:
+    """The text blocks of an MCP tool result, joined."""
+    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 def findings_of(result: dict[str, Any]) -> tuple[str | None, list[str], bool, list[str]]:
@@ -179,8 +196,7 @@ def findings_of(result: dict[str, Any]) -> tuple[str | None, list[str], bool, li
     if result.get("status") != "ok":
         return None, [], False, []
     top = top_kernel(result)
-    found = [f for k in result.get("kernels") or [] for f in k.get("findings") or []]
-    found += result.get("system_findings") or []
+    found = all_findings(result)
     found.sort(key=lambda f: (SEVERITY_RANK.get(f.get("severity", ""), 4), -(f.get("impact") or 0.0)))
     rules = list(dict.fromkeys(f["rule"] for f in found))
     severe = any(f.get("severity") in ("critical", "high") for f in found)
@@ -258,7 +274,7 @@ def make_expander(cfg: OptimizeConfig, template: str | None, reference: str) -> 
     exp = LLMExpander(client, reference)
     if template is None:
         cand = exp.start(reference_as_candidate(reference))
-        return exp, cand.__class__(cand.key, {**cand.payload, "reference_start": "1"}, "start: the reference"), name
+        return exp, Candidate(cand.key, {**cand.payload, "reference_start": "1"}, "start: the reference"), name
     start = apply_knobs(template, default_config(knobs)) if knobs else template
     return exp, exp.start(start), name
 
@@ -299,7 +315,7 @@ async def _offer_cutlass_tools(client: Any, expander: Any) -> None:
         if name not in CUTLASS_TOOLS:
             return f"Unknown tool {name!r}: only {', '.join(CUTLASS_TOOLS)} are offered here."
         r = anyio.from_thread.run(client.call_tool, name, args)
-        text = "\n".join(getattr(b, "text", "") for b in r.content)
+        text = tool_text(r)
         return ("Error: " + text) if r.is_error else text
 
     expander.call_tool = call
@@ -354,7 +370,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
             r = await client.call_tool("analyze", {"reference": reference, "candidate": source,
                                                    "timeout_s": cfg.timeout_s})
             if r.is_error or not r.structured_content:
-                text = "\n".join(getattr(b, "text", "") for b in r.content)[:500]
+                text = tool_text(r)[:500]
                 if cfg.analyze == "always":
                     raise RuntimeError(f"analyze failed on {label}: {text}")
                 analysis_note = f"analyze failed on {label}: {text}"
@@ -369,7 +385,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
                     "trials": cfg.trials, "tolerance": cfg.tolerance, "timing_budget_s": cfg.timing_budget_s,
                     "timeout_s": cfg.timeout_s, "measure_energy": energy}
             r = await client.call_tool("run", args)
-            text = "\n".join(getattr(b, "text", "") for b in r.content)
+            text = tool_text(r)
             out = outcome_from_run(None if r.is_error else r.structured_content, text if r.is_error else None,
                                    energy=energy)
             return out, text, None if r.is_error else r.structured_content

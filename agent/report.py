@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kernelscope.agent.optimize import all_findings, problem_name, top_kernel
+
 W, H, PAD = 760, 300, 64
 
 
@@ -228,15 +230,11 @@ def render_report(out: Path, summary: dict[str, Any], tree: dict[str, Any]) -> s
     analyses = _load_analyses(out)
     best_id = summary["best_id"]
     cfg = json.loads((out / "config.json").read_text()) if (out / "config.json").is_file() else {}
-    problem = Path(cfg.get("reference", "problem")).parent.name if str(cfg.get("reference", "")).endswith(
-        "reference.py") else Path(cfg.get("reference", "problem")).stem
+    problem = problem_name(Path(cfg.get("reference", "problem")))
 
     def top_bottleneck(result: dict[str, Any]) -> dict[str, Any] | None:
-        ks = result.get("kernels") or []
-        if not ks:
-            return None
-        k = max(ks, key=lambda k: k.get("total_duration_ns") or k.get("duration_ns") or 0.0)
-        return k.get("bottleneck")
+        k = top_kernel(result)
+        return k.get("bottleneck") if k else None
 
     points: list[tuple[str, dict[str, Any]]] = []
     ref = next((r for k, r in analyses.items() if k.startswith("reference:")), None)
@@ -254,9 +252,7 @@ def render_report(out: Path, summary: dict[str, Any], tree: dict[str, Any]) -> s
         rec = analyses.get(n["key"])
         fs = []
         if rec:
-            found = [f for k in rec["result"].get("kernels") or [] for f in k.get("findings") or []]
-            found += rec["result"].get("system_findings") or []
-            for f in found[:6]:
+            for f in all_findings(rec["result"])[:6]:
                 fix = (f.get("fixes") or [{}])[0].get("action", "")
                 fs.append(f'<li><span class="sev-{_e(f.get("severity"))}">{_e(f.get("severity"))}</span> '
                           f'<b>{_e(f["rule"])}</b>: {_e(f.get("diagnosis", ""))}'

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROBLEMS, device_line, table
 
 from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, run_search
-from kernelscope.agent.search.knobs import apply_knobs, parse_knobs
+from kernelscope.agent.search.knobs import Knob, apply_knobs, parse_knobs
 
 DATA = Path(__file__).resolve().parent / "data" / "spaces-h100.json"
 TOL = {"softmax": (1e-4, 1e-7), "matmul_fp16": (1e-2, 1e-2)}  # softmax: outputs ~1/DIM; others 1e-4
@@ -167,8 +167,7 @@ class Space:
 
 
 def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict[str, float | None]) -> list[str]:
-    template_knobs = parse_knobs("\n".join(f"// @knob {n} {' '.join(v)}" for n, v in space.knobs.items()))
-    exp = KnobExpander(template_knobs)
+    exp = KnobExpander([Knob(n, tuple(v), "cuda") for n, v in space.knobs.items()])
 
     def evaluate(cfg: dict[str, str]) -> Outcome:
         o = observed[key(cfg, space.names)]

@@ -1,5 +1,5 @@
-"""Starting a real `kernelscope serve --transport http` subprocess for the tests that talk to it over the
-wire (server, load, cancellation, conformance)."""
+"""Helpers for the tests that talk to a real server: starting `kernelscope serve --transport http` as a
+subprocess (server, load, cancellation, conformance), and reading a tool result's text."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+
+def tool_text(r: Any) -> str:
+    """The text blocks of an MCP tool result, joined."""
+    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 def free_port() -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _servers import http_server as serve_http
+from _servers import tool_text as _text
 from mcp import Client, StdioServerParameters
 
 from kernelscope.sandbox import gpu as gpu_mod
@@ -31,8 +32,6 @@ HANG = (Path(__file__).parent / "evalcases" / "hang.py").read_text()
 CAND = (Path(__file__).parent / "evalcases" / "ok_softmax.py").read_text()
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 def job_processes(home: Path) -> list[int]:

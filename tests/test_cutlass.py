@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _servers import tool_text as _text
 from mcp import Client
 
 from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
@@ -35,8 +36,6 @@ needs_sass_tools = pytest.mark.skipif(any(locate(t)[0] is None for t in ("nvcc",
                                       reason="needs nvcc, nvdisasm and cuobjdump")
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 # ------------------------------------------------------------------------------ a small CUTLASS tree

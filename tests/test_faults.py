@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from _servers import tool_text as _text
 from mcp import Client
 
 from kernelscope.sandbox import gpu as gpu_mod
@@ -27,8 +28,6 @@ FAULTY = (Path(__file__).parent / "fixtures" / "faults" / "faulty.cu").read_text
 REPORT = Path(__file__).parent / "fixtures" / "ncu" / "three-kernels.ncu-rep"
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 def job_processes(home: Path) -> list[int]:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from _servers import tool_text as _text
 from mcp import Client
 
 from kernelscope.sandbox.gpu import gpu_pool
@@ -20,8 +21,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 SOURCE = (Path(__file__).parent / "fixtures" / "faults" / "gpu_faults.cu").read_text()
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 @pytest.fixture

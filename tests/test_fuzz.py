@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from _servers import tool_text as _text
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mcp import Client
@@ -47,8 +48,6 @@ calls = st.one_of(st.tuples(st.just("compile"), compile_args), st.tuples(st.just
                   st.tuples(st.just("bottleneck_classify"), classify_args))
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -27,6 +27,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _servers import http_server as serve_http
+from _servers import tool_text as _text
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -37,8 +38,6 @@ LONG_HOLD_MS = 8000
 HOLD_MS = 400
 
 
-def _text(r) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join(getattr(b, "text", "") for b in r.content)
 
 
 def kernel_source(client: str, n: int) -> str:

@@ -16,7 +16,12 @@ Two steps, because a fair comparison needs many seeds and a GPU evaluation costs
    true (full-sample) speedup of the configuration it believes best. Kernel Tuner runs in its
    simulation mode on a cache file written from the same draws.
 
-       python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 20]
+       python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 20] [--parallel 1,2,4]
+
+   ``--parallel`` adds rows for the agent's strategies with several evaluations in flight (``mcts p=4``:
+   four at a time, as on four GPUs), simulated as workers of equal speed so that a replay is reproducible
+   (results come back in submission order). Evaluations are counted as they complete: the figures are
+   the work spent, the wall time being about that divided by the number in flight.
 
 Printed: the fraction of the exhaustive best reached after 10, 25 and 50 evaluations (median over
 seeds) and the evaluations needed to reach 95% of it, as a share of the space. The offline proposer
@@ -166,7 +171,8 @@ class Space:
         return out
 
 
-def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict[str, float | None]) -> list[str]:
+def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict[str, float | None],
+             parallel: int = 1) -> list[str]:
     exp = KnobExpander([Knob(n, tuple(v), "cuda") for n, v in space.knobs.items()])
 
     def evaluate(cfg: dict[str, str]) -> Outcome:
@@ -175,7 +181,7 @@ def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict
 
     s = {"mcts": lambda: MCTS(seed=seed), "greedy": Greedy, "beam": Beam,
          "random": lambda: RandomSearch(seed=seed)}[strategy]()
-    st = run_search(s, exp, evaluate, exp.start(), budget=budget)
+    st = run_search(s, exp, evaluate, exp.start(), budget=budget, parallel=parallel, simulate=True)
     return [key(n.payload, space.names) for n in st.nodes]
 
 
@@ -213,13 +219,13 @@ def run_kernel_tuner(space: Space, strategy: str, seed: int, budget: int,
     return order
 
 
-def replay(data_path: Path, seeds: int, kernel_tuner: bool) -> None:
+def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int, ...] = (1,)) -> None:
     data = json.loads(data_path.read_text())
     print(f"# strategies on measured spaces ({data['device']}); replay {device_line()}\n")
     spaces = [Space(n, r) for n, r in data["problems"].items()]
     tmp = Path(tempfile.mkdtemp(prefix="ks-kt-"))
-    strategies = ["mcts", "greedy", "beam", "random"] + (
-        [f"kt:{s}" for s in KT_STRATEGIES] if kernel_tuner else [])
+    ours = {s if p == 1 else f"{s} p={p}": (s, p) for s in ("mcts", "greedy", "beam", "random") for p in parallel}
+    strategies = list(ours) + ([f"kt:{s}" for s in KT_STRATEGIES] if kernel_tuner else [])
     summary: dict[str, list[tuple[list[float], float]]] = {s: [] for s in strategies}
     for space in spaces:
         budget = min(space.size, max(max(CHECKPOINTS), math.ceil(space.size / 4)))
@@ -237,7 +243,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool) -> None:
                 observed = space.draw(seed)
                 try:
                     order = (run_kernel_tuner(space, strat[3:], seed, budget, observed, tmp) if strat.startswith("kt:")
-                             else run_ours(space, strat, seed, budget, observed))
+                             else run_ours(space, ours[strat][0], seed, budget, observed, ours[strat][1]))
                 except Exception as e:  # a strategy that cannot run on this space is reported, not hidden
                     errors.append(f"{type(e).__name__}: {str(e)[:80]}")
                     continue
@@ -269,6 +275,16 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool) -> None:
     print(table(["strategy", "mean @10", "mean @25", "mean @50", "worst median evals to 95% (share of space)"], rows))
 
 
+def _parallel(text: str) -> tuple[int, ...]:
+    try:
+        ns = tuple(dict.fromkeys(int(x) for x in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+    if not ns or min(ns) < 1:
+        raise argparse.ArgumentTypeError("every count is at least 1")
+    return ns
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd")
@@ -281,6 +297,8 @@ def main() -> int:
         q.add_argument("--data", type=Path, default=DATA)
         q.add_argument("--seeds", type=int, default=20)
         q.add_argument("--no-kernel-tuner", action="store_true")
+        q.add_argument("--parallel", type=_parallel, default=(1,), metavar="N[,N...]",
+                       help="evaluations in flight for our strategies, one row each (default 1)")
     args = p.parse_args()
     if args.cmd == "measure":
         measure(args.out, args.problems or knob_problems(), args.timing_budget)
@@ -288,7 +306,7 @@ def main() -> int:
     if not args.data.is_file():
         print(f"{args.data} not found: measure it first on a GPU (python benchmarks/strategies.py measure)")
         return 2
-    replay(args.data, args.seeds, not args.no_kernel_tuner)
+    replay(args.data, args.seeds, not args.no_kernel_tuner, args.parallel)
     return 0
 
 

@@ -1,10 +1,15 @@
 """The agent's search core on synthetic spaces (no server, no GPU): knob parsing and application,
-log-scaled rewards, MCTS with progressive widening and pruning, the baselines, the search memory."""
+log-scaled rewards, MCTS with progressive widening and pruning, the baselines, the search memory, and
+the parallel search (several evaluations in flight, virtual loss)."""
 
 from __future__ import annotations
 
 import json
 import math
+import threading
+import time
+import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -22,6 +27,7 @@ from kernelscope.agent.search import (
     run_search,
 )
 from kernelscope.agent.search.knobs import knob_order
+from kernelscope.agent.search.strategies import Pending, SearchState
 
 CUDA = """\
 // @knob BLOCK 64 128 256 512 1024
@@ -175,3 +181,197 @@ def test_memory_steers_the_offline_proposer_away_from_moves_that_hurt() -> None:
     assert "helped" in text or "hurt" in text
     assert any("resolved memory.non-vectorized-access" in ln for ln in text.splitlines()) \
         or not any(e.findings_before for e in st.memory.entries)
+
+
+# ------------------------------------------------------------------------------ several evaluations in flight
+class Concurrent:
+    """A thread-safe evaluator (``synthetic`` unless told) that takes 5-20 ms per call and records the calls
+    and how many ran at once; the ``fail_at``-th call raises, and the ``gather`` calls after the start's wait
+    for each other (so that they provably run at once, however loaded the machine)."""
+
+    def __init__(self, fail_at: int | None = None, fn: Callable[[dict[str, str]], Outcome] = synthetic,
+                 gather: int = 0) -> None:
+        self.lock = threading.Lock()
+        self.active = self.peak = 0
+        self.keys: list[str] = []
+        self.fail_at = fail_at
+        self.fn = fn
+        self.gather = threading.Barrier(gather, timeout=10) if gather else None
+
+    def __call__(self, cfg: dict[str, str]) -> Outcome:
+        key = KnobExpander.key(cfg)
+        with self.lock:
+            self.keys.append(key)
+            n = len(self.keys)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            if self.gather is not None and 2 <= n <= self.gather.parties + 1:
+                self.gather.wait()  # a broken barrier (fewer running at once) fails the search
+            time.sleep(0.005 + 0.005 * (zlib.crc32(key.encode()) % 4))
+            if n == self.fail_at:
+                raise RuntimeError("the evaluation failed")
+            return self.fn(cfg)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def _check_tree(st: SearchState) -> None:
+    """Ids in order, parents and depths consistent, visits = subtree size, max backup, no virtual loss left."""
+    assert [n.id for n in st.nodes] == list(range(len(st.nodes))) and len({n.key for n in st.nodes}) == len(st.nodes)
+    assert st.in_flight == 0 and all(n.pending == 0 for n in st.nodes)
+    assert sum(len(n.children) for n in st.nodes) == len(st.nodes) - 1
+    for n in st.nodes[1:]:
+        assert n.parent.id < n.id and n in n.parent.children and n.depth == n.parent.depth + 1
+    for n in reversed(st.nodes):
+        sub = [n]
+        for m in sub:
+            sub.extend(m.children)
+        assert n.visits == len(sub) and n.value == max(m.reward for m in sub)
+    assert st.history == sorted(st.history) and len(st.history) == len(st.nodes)
+    json.dumps(st.root.to_dict())
+
+
+def test_parallel_search_keeps_that_many_evaluations_in_flight() -> None:
+    ev = Concurrent(gather=4)
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(MCTS(), exp, ev, exp.start(), budget=40, parallel=4)
+    assert ev.peak == 4 and st.stopped == "budget"
+
+
+def test_parallel_search_commits_a_consistent_tree() -> None:
+    ev = Concurrent()
+    exp = KnobExpander(parse_knobs(SPACE))
+    steps: list[tuple[int, int]] = []
+    st = run_search(MCTS(), exp, ev, exp.start(), budget=60, parallel=4,
+                    on_step=lambda s: steps.append((len(s.nodes), s.in_flight)))
+    assert len(st.nodes) == 60 and len(ev.keys) == 60 and len(set(ev.keys)) == 60  # nothing evaluated twice
+    assert sorted(ev.keys) == sorted(n.key for n in st.nodes)
+    assert [n for n, _ in steps] == list(range(1, 61)) and all(n + f <= 60 for n, f in steps)  # the budget holds
+    _check_tree(st)
+
+
+def test_virtual_loss_spreads_concurrent_selections() -> None:
+    exp = KnobExpander(parse_knobs(SPACE))
+    m = MCTS(initial=0)
+    st = run_search(m, exp, synthetic, exp.start(), budget=12)  # a tree to select in
+    first = m.propose(st)
+    assert first is not None
+    rest = [m.propose(st) for _ in range(3)]  # three more selections before any result is in
+    chosen = [first, *(p for p in rest if p is not None)]
+    assert len(chosen) == 4 and len({p.cand.key for p in chosen}) == 4 and st.in_flight == st.root.pending == 4
+    assert len({p.parent.id for p in chosen}) == 4  # four different nodes, not the first one four times
+    assert sum(n.pending_children for n in st.nodes) == 4
+    for n in st.nodes:  # progressive widening counted the children in flight as children
+        live = [c for c in n.children if not c.dead and c.outcome.ok]
+        assert len(n.children) + n.pending_children <= m.allowed_children(n, st) or not live
+    child = first.parent  # UCT saw the expansion in flight as a visit that lost
+    parent = child.parent or child
+    assert child.pending == 1 and m.uct(child, parent) == pytest.approx(
+        child.value - 1.0 / (child.visits + 1)
+        + m.c * math.sqrt(math.log(parent.visits + parent.pending + 1) / (child.visits + 1)))
+    for p in chosen:
+        m.complete(st, st.finish(p, synthetic(p.cand.payload)))
+    assert st.in_flight == 0 and all(n.pending == 0 for n in st.nodes)
+
+
+def test_the_first_parallel_round_starts_distinct_candidates_at_once() -> None:
+    ev = Concurrent(gather=4)
+    exp = KnobExpander(parse_knobs(SPACE))
+    order: list[tuple[int, int, int, int]] = []  # (parent, its children, in flight before, allowed) per proposal
+
+    class Watched(MCTS):
+        def propose(self, st: SearchState) -> Pending | None:
+            p = super().propose(st)
+            if p is not None:
+                n = p.parent
+                order.append((n.id, len(n.children), n.pending_children - 1, self.allowed_children(n, st)))
+            return p
+
+    st = run_search(Watched(initial=0), exp, ev, exp.start(), budget=5, parallel=4)
+    assert ev.peak == 4 and len(set(ev.keys)) == 5
+    # all four are children of the root (nothing else exists yet): the root allows two, and the next two
+    # widen beyond the allowance (counted with the two in flight) only because it has no live child yet
+    assert order == [(0, 0, 0, 2), (0, 0, 1, 2), (0, 0, 2, 2), (0, 0, 3, 2)]
+    _check_tree(st)
+
+
+def test_a_node_waiting_on_its_children_in_flight_is_not_pruned() -> None:
+    exp = KnobExpander(parse_knobs("// @knob BLOCK 32 64\n"))
+    m = MCTS(initial=0)
+    st = run_search(m, exp, lambda cfg: Outcome("correct", speedup=1.0), exp.start(), budget=1)
+    p = m.propose(st)
+    assert p is not None and p.cand.payload == {"BLOCK": "64"}
+    assert m.propose(st) is None  # nothing else to try, but the child in flight may open more
+    assert st.root.exhausted and not st.root.dead and st.root.pending == 1
+    m.complete(st, st.finish(p, Outcome("correct", speedup=2.0)))
+    assert m.propose(st) is None and st.root.dead and st.in_flight == 0  # now it is a dead end
+
+
+def test_parallel_mcts_reaches_95_percent_of_the_best_in_a_quarter_of_the_space() -> None:
+    size = 6 * 4 * 4 * 4
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(MCTS(), exp, Concurrent(), exp.start(), budget=size // 4, parallel=4)
+    assert len(st.nodes) == size // 4
+    assert st.best.outcome.speedup >= 0.95 * exhaustive_best(), (st.best.key, st.best.outcome.speedup)
+    _check_tree(st)
+    exp = KnobExpander(parse_knobs(SPACE))
+    sim = run_search(MCTS(), exp, synthetic, exp.start(), budget=size // 4, parallel=4, simulate=True)
+    assert sim.best.outcome.speedup >= 0.95 * exhaustive_best()
+    exp = KnobExpander(parse_knobs(SPACE))
+    again = run_search(MCTS(), exp, synthetic, exp.start(), budget=size // 4, parallel=4, simulate=True)
+    assert [n.key for n in again.nodes] == [n.key for n in sim.nodes]  # simulated: reproducible
+
+
+@pytest.mark.parametrize("make", [lambda: MCTS(seed=3), lambda: MCTS(initial=0), Greedy, lambda: Beam(width=3),
+                                  lambda: RandomSearch(seed=2)])
+def test_parallel_one_is_the_sequential_search(make) -> None:  # type: ignore[no-untyped-def]
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(make(), exp, synthetic, exp.start(), budget=40, parallel=1)
+    exp = KnobExpander(parse_knobs(SPACE))
+    strategy = make()
+    by_hand = run_search(strategy, exp, synthetic, exp.start(), budget=1)
+    while len(by_hand.nodes) < 40 and strategy.step(by_hand):
+        pass
+    assert [n.key for n in st.nodes] == [n.key for n in by_hand.nodes]
+    assert [n.parent.id for n in st.nodes[1:]] == [n.parent.id for n in by_hand.nodes[1:]]
+    assert [(n.value, n.visits, n.dead) for n in st.nodes] == [(n.value, n.visits, n.dead) for n in by_hand.nodes]
+
+
+def test_a_parallel_search_past_its_deadline_finishes_what_is_in_flight() -> None:
+    ev = Concurrent()
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(MCTS(), exp, ev, exp.start(), budget=200, parallel=4, deadline=time.monotonic() + 0.15)
+    assert st.stopped == "time" and 1 < len(st.nodes) < 200
+    assert len(ev.keys) == len(st.nodes) and ev.active == 0  # every evaluation started was committed
+    _check_tree(st)
+
+
+def test_a_parallel_search_stops_when_the_space_is_exhausted() -> None:
+    space = "// @knob BLOCK 32 64 128\n// @knob VEC 1 2 4\n"
+    for strategy in (MCTS(fail_limit=99, no_gain=99), RandomSearch(seed=1)):
+        ev = Concurrent(fn=lambda cfg: Outcome("correct", speedup=int(cfg["BLOCK"]) / 32 * int(cfg["VEC"])))
+        exp = KnobExpander(parse_knobs(space))
+        st = run_search(strategy, exp, ev, exp.start(), budget=50, parallel=4)
+        assert st.stopped == "exhausted" and len(st.nodes) == 9 and len(set(ev.keys)) == 9
+        assert st.in_flight == 0 and all(n.pending == 0 for n in st.nodes)
+
+
+def test_an_evaluation_error_propagates_from_a_parallel_search() -> None:
+    ev = Concurrent(fail_at=6)
+    exp = KnobExpander(parse_knobs(SPACE))
+    with pytest.raises(RuntimeError, match="the evaluation failed"):
+        run_search(MCTS(), exp, ev, exp.start(), budget=40, parallel=4)
+    assert ev.active == 0  # the pool was shut down first: nothing still running
+
+
+@pytest.mark.parametrize("strategy", [Greedy(), Beam(width=3), RandomSearch(seed=1)])
+def test_baselines_run_in_parallel(strategy) -> None:  # type: ignore[no-untyped-def]
+    ev = Concurrent(gather=3)
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(strategy, exp, ev, exp.start(), budget=40, parallel=3)
+    assert len(st.nodes) == 40 and len(set(ev.keys)) == 40 and ev.peak == 3 and st.best.outcome.ok
+    assert st.in_flight == 0 and all(n.pending == 0 for n in st.nodes)
+    for n in st.nodes[1:]:
+        assert n in n.parent.children and n.depth == n.parent.depth + 1

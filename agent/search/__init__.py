@@ -7,8 +7,18 @@ feeds it evaluations that it gets over MCP.
 
 from kernelscope.agent.search.knobs import Knob, KnobExpander, apply_knobs, neighbours, parse_knobs
 from kernelscope.agent.search.reward import Outcome, reward
-from kernelscope.agent.search.strategies import MCTS, Beam, Greedy, RandomSearch, Strategy, run_search
+from kernelscope.agent.search.strategies import (
+    MCTS,
+    Beam,
+    Greedy,
+    Pending,
+    RandomSearch,
+    SearchState,
+    Strategy,
+    run_search,
+)
 from kernelscope.agent.search.tree import Node, SearchMemory
 
-__all__ = ["MCTS", "Beam", "Greedy", "Knob", "KnobExpander", "Node", "Outcome", "RandomSearch", "SearchMemory",
-           "Strategy", "apply_knobs", "neighbours", "parse_knobs", "reward", "run_search"]
+__all__ = ["MCTS", "Beam", "Greedy", "Knob", "KnobExpander", "Node", "Outcome", "Pending", "RandomSearch",
+           "SearchMemory", "SearchState", "Strategy", "apply_knobs", "neighbours", "parse_knobs", "reward",
+           "run_search"]

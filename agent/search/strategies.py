@@ -4,6 +4,11 @@
 A strategy grows a tree of evaluated candidates. It asks an ``Expander`` for the next untried child
 of a node (an LLM writing a variant, or the offline proposer moving a knob) and an ``evaluate``
 callable for the outcome; ``run_search`` spends an evaluation budget and keeps the history.
+
+Selection and evaluation are separate steps, so several candidates can be evaluated at once: a strategy
+``propose``s an expansion (``SearchState.begin`` reserves the candidate and marks the path to it as busy),
+the evaluation runs, ``SearchState.finish`` turns the result into a node and ``complete`` lets the strategy
+account for it. ``step`` does the four in turn; ``run_search(parallel=N)`` keeps N expansions in flight.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -37,6 +43,15 @@ class Expander(Protocol):
 Evaluate = Callable[[Any], Outcome]
 
 
+@dataclass(eq=False)
+class Pending:
+    """An expansion in flight: ``cand`` is being evaluated as a child of ``parent``. Its key is already in
+    ``seen`` and every node from ``parent`` up to the root counts it in ``pending`` until it is finished."""
+
+    parent: Node
+    cand: Candidate
+
+
 @dataclass
 class SearchState:
     root: Node
@@ -48,29 +63,75 @@ class SearchState:
     energy_weight: float = 0.0
     history: list[float] = field(default_factory=list)  # best reward after each evaluation
     stopped: str = "budget"  # why the search ended: budget, time, exhausted
+    pending: list[Pending] = field(default_factory=list)  # expansions begun and not yet finished, oldest first
 
     @property
     def best(self) -> Node:
         return max(self.nodes, key=lambda n: (n.reward, -n.id))
 
-    def add(self, parent: Node, cand: Candidate) -> Node:
-        out = self.evaluate(cand.payload)
+    @property
+    def in_flight(self) -> int:
+        """How many candidates are being evaluated now."""
+        return len(self.pending)
+
+    def begin(self, parent: Node, cand: Candidate) -> Pending:
+        """Reserve ``cand`` as a child of ``parent`` before it is evaluated: its key joins ``seen`` (nothing
+        proposes it again) and every node from ``parent`` up to the root counts one more expansion in flight
+        (the virtual loss that keeps concurrent selections apart)."""
+        p = Pending(parent, cand)
+        self.seen.add(cand.key)
+        self.pending.append(p)
+        n: Node | None = parent
+        while n is not None:
+            n.pending += 1
+            n = n.parent
+        return p
+
+    def finish(self, p: Pending, out: Outcome) -> Node:
+        """Turn an expansion begun with ``begin`` into a node with outcome ``out``: the virtual loss is lifted
+        and the node joins the tree, the memory and the history."""
+        if p not in self.pending:
+            raise ValueError(f"{p.cand.key} is not in flight (finished already, or begun on another search)")
+        self.pending.remove(p)
+        n: Node | None = p.parent
+        while n is not None:
+            n.pending -= 1
+            n = n.parent
+        parent, cand = p.parent, p.cand
         r = reward(out, energy_weight=self.energy_weight)
         node = Node(id=len(self.nodes), key=cand.key, payload=cand.payload, outcome=out, reward=r, parent=parent,
                     change=cand.change, depth=parent.depth + 1, value=r)
         parent.children.append(node)
         self.nodes.append(node)
-        self.seen.add(cand.key)
         self.memory.record(parent, node)
         self.history.append(self.best.reward)
         return node
+
+    def add(self, parent: Node, cand: Candidate) -> Node:
+        """Evaluate ``cand`` as a child of ``parent`` now."""
+        return self.finish(self.begin(parent, cand), self.evaluate(cand.payload))
 
 
 class Strategy(Protocol):
     name: str
 
+    def propose(self, st: SearchState) -> Pending | None:
+        """Select a node and begin one expansion of it (``st.begin``); None when there is nothing to propose
+        now (with expansions in flight, their results may open more)."""
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        """Account for ``node``, the finished result of an expansion that this strategy proposed."""
+
     def step(self, st: SearchState) -> bool:
-        """Spend one evaluation; False when nothing is left to try."""
+        """Spend one evaluation (propose, evaluate, finish, complete); False when nothing is left to try."""
+
+
+def _step(strategy: Strategy, st: SearchState) -> bool:
+    p = strategy.propose(st)
+    if p is None:
+        return False
+    strategy.complete(st, st.finish(p, st.evaluate(p.cand.payload)))
+    return True
 
 
 # ------------------------------------------------------------------------------------------- MCTS
@@ -88,7 +149,14 @@ class MCTS:
     - an initial design: the root's first ``initial`` children are jumps across the whole space
       (``expander.sample``, seeded by ``seed``) where the proposer can sample, so the tree starts from
       the best of several regions instead of climbing from one corner (a proposer that cannot sample,
-      such as an LLM, simply expands).
+      such as an LLM, simply expands);
+    - virtual loss, for several evaluations in flight at once (``run_search(parallel=...)``): on every node
+      of its path, an expansion in flight counts as a visit that lost ``virtual_loss`` (UCT sees ``visits +
+      pending`` visits and a value lowered by ``virtual_loss * pending / (visits + pending)``), and progressive
+      widening and the initial design count children in flight as children, so concurrent selections spread
+      over the tree instead of all taking the best path. A node with nothing left to offer but expansions in
+      flight below it is passed over, not pruned, until they return; when every line is waiting like that,
+      ``propose`` returns None and the caller retries once a result is in.
     """
 
     c: float = 0.7
@@ -101,10 +169,12 @@ class MCTS:
     backup: Literal["max", "mean"] = "max"
     initial: int = 6
     seed: int = 0
+    virtual_loss: float = 1.0
     name: str = "mcts"
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+        self._jumps: set[str] = set()  # keys of initial-design samples in flight (not pruned on)
 
     def allowed_children(self, node: Node, st: SearchState) -> int:
         k = self.k
@@ -115,47 +185,61 @@ class MCTS:
         return max(1, math.ceil(k * node.visits ** self.alpha))
 
     def uct(self, child: Node, parent: Node) -> float:
-        return child.value + self.c * math.sqrt(math.log(parent.visits + 1) / child.visits)
+        """UCB1 on the backed-up value, each expansion in flight counted as a visit that lost ``virtual_loss``."""
+        n = child.visits + child.pending
+        value = child.value - self.virtual_loss * child.pending / n if child.pending else child.value
+        return value + self.c * math.sqrt(math.log(parent.visits + parent.pending + 1) / n)
 
-    def step(self, st: SearchState) -> bool:
-        for _ in range(len(st.nodes) + 2):  # each retry marks at least one node exhausted or dead
+    def propose(self, st: SearchState) -> Pending | None:
+        """The initial design's next jump, or else descend by UCT (with the virtual loss) to a node that may
+        have another child and begin that child."""
+        waiting: set[int] = set()  # nodes with nothing to offer until their expansions in flight return
+        for _ in range(len(st.nodes) + 2):  # each retry marks at least one node exhausted, dead or waiting
             if st.root.dead:
-                return False
+                return None
             node = st.root
-            if len(st.root.children) < self.initial and not st.root.exhausted:
+            if len(node.children) + node.pending_children < self.initial and not node.exhausted:
                 cand = st.expander.sample(self._rng, st.seen)  # the initial design: jumps across the space
                 if cand is not None:
-                    child = st.add(st.root, cand)
-                    self._backprop(child)
-                    return True
+                    self._jumps.add(cand.key)
+                    return st.begin(node, cand)
             while True:
-                live = [c for c in node.children if not c.dead and c.outcome.ok]
-                if not node.exhausted and len(node.children) < self.allowed_children(node, st):
+                live = [c for c in node.children if not c.dead and c.outcome.ok and c.id not in waiting]
+                if not node.exhausted and len(node.children) + node.pending_children < self.allowed_children(node, st):
                     cand = st.expander.expand(node, st.memory, st.seen)
                     if cand is not None:
-                        child = st.add(node, cand)
-                        self._prune(node)
-                        self._backprop(child)
-                        return True
+                        return st.begin(node, cand)
                     node.exhausted = True
                 if not live:
-                    if node.exhausted or node.dead:
-                        node.dead = True
-                        node.dead_reason = node.dead_reason or "exhausted"
+                    if not (node.exhausted or node.dead):
+                        cand = st.expander.expand(node, st.memory, st.seen)  # widen beyond the allowance
+                        if cand is not None:
+                            return st.begin(node, cand)
+                        node.exhausted = True
+                    if node.pending:  # its children in flight may still turn out live: wait for them
+                        if node is st.root:
+                            return None
+                        waiting.add(node.id)
                         break
-                    cand = st.expander.expand(node, st.memory, st.seen)  # widen beyond the allowance
-                    if cand is None:
-                        node.exhausted = node.dead = True
-                        node.dead_reason = "exhausted"
-                        break
-                    child = st.add(node, cand)
-                    self._prune(node)
-                    self._backprop(child)
-                    return True
+                    node.dead = True
+                    node.dead_reason = node.dead_reason or "exhausted"
+                    break
                 node = max(live, key=lambda c: self.uct(c, node))
-            if st.root.dead:
-                return False
-        return False
+        return None
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        """Prune the expanded node if its children say so (not for the initial design's jumps) and back the
+        new reward up to the root."""
+        parent = node.parent
+        assert parent is not None
+        if node.key in self._jumps:
+            self._jumps.discard(node.key)
+        elif not parent.dead:
+            self._prune(parent)
+        self._backprop(node)
+
+    def step(self, st: SearchState) -> bool:
+        return _step(self, st)
 
     def _prune(self, node: Node) -> None:
         kids = node.children
@@ -185,7 +269,7 @@ class Greedy:
 
     name: str = "greedy"
 
-    def step(self, st: SearchState) -> bool:
+    def propose(self, st: SearchState) -> Pending | None:
         for node in sorted(st.nodes, key=lambda n: (-n.reward, n.id)):
             if node.exhausted or (not node.outcome.ok and node is not st.root):
                 continue
@@ -193,9 +277,14 @@ class Greedy:
             if cand is None:
                 node.exhausted = True
                 continue
-            st.add(node, cand)
-            return True
-        return False
+            return st.begin(node, cand)
+        return None
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        pass
+
+    def step(self, st: SearchState) -> bool:
+        return _step(self, st)
 
 
 @dataclass
@@ -206,7 +295,7 @@ class Beam:
     name: str = "beam"
     _turn: int = 0
 
-    def step(self, st: SearchState) -> bool:
+    def propose(self, st: SearchState) -> Pending | None:
         for _ in range(2):
             beam = [n for n in sorted(st.nodes, key=lambda n: (-n.reward, n.id))
                     if not n.exhausted and (n.outcome.ok or n is st.root)][:self.width]
@@ -217,9 +306,14 @@ class Beam:
                     node.exhausted = True
                     continue
                 self._turn += 1
-                st.add(node, cand)
-                return True
-        return False
+                return st.begin(node, cand)
+        return None
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        pass
+
+    def step(self, st: SearchState) -> bool:
+        return _step(self, st)
 
 
 @dataclass
@@ -232,21 +326,47 @@ class RandomSearch:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def step(self, st: SearchState) -> bool:
+    def propose(self, st: SearchState) -> Pending | None:
         cand = st.expander.sample(self._rng, st.seen)
-        if cand is None:
-            return False
-        st.add(st.root, cand)
-        return True
+        return None if cand is None else st.begin(st.root, cand)
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        pass
+
+    def step(self, st: SearchState) -> bool:
+        return _step(self, st)
+
+
+class _Inline(Executor):
+    """Runs each call as it is submitted, on the calling thread (``run_search(simulate=True)``)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except Exception as e:
+            f.set_exception(e)
+        return f
 
 
 def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start: Candidate, *, budget: int,
                energy_weight: float = 0.0, on_step: Callable[[SearchState], None] | None = None,
-               deadline: float | None = None) -> SearchState:
+               deadline: float | None = None, parallel: int = 1, simulate: bool = False) -> SearchState:
     """Evaluate ``start`` and then spend up to ``budget`` evaluations in all (the start counts), stopping
-    early once ``time.monotonic()`` passes ``deadline`` (the evaluation under way is finished)."""
+    early once ``time.monotonic()`` passes ``deadline`` (the evaluations under way are finished).
+
+    With ``parallel`` > 1, up to that many evaluations run at once on a thread pool (``evaluate`` must be
+    safe to call from several threads): each result is committed on the calling thread as it arrives
+    (``st.finish``, ``strategy.complete``, then ``on_step``) and the strategy proposes again to refill;
+    evaluations in flight count against the budget, and when the strategy has nothing to propose while
+    some are in flight, the next result is awaited first. ``simulate`` runs the same schedule without
+    threads, as ``parallel`` workers of equal speed would: each evaluation runs when it is submitted and
+    results are committed in submission order (reproducible with a deterministic ``evaluate``, as in the
+    benchmarks' replay)."""
     if budget < 1:
         raise ValueError("the budget is at least one evaluation (the starting candidate)")
+    if parallel < 1:
+        raise ValueError("parallel is at least one evaluation in flight")
     out = evaluate(start.payload)
     root = Node(id=0, key=start.key, payload=start.payload, outcome=out,
                 reward=reward(out, energy_weight=energy_weight), change=start.change or "start")
@@ -255,6 +375,9 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
                      expander=expander, energy_weight=energy_weight, history=[root.reward])
     if on_step is not None:
         on_step(st)
+    if parallel > 1:
+        _run_parallel(strategy, st, budget, on_step, deadline, parallel, simulate)
+        return st
     while len(st.nodes) < budget:
         if deadline is not None and time.monotonic() >= deadline:
             st.stopped = "time"
@@ -265,3 +388,33 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
         if on_step is not None:
             on_step(st)
     return st
+
+
+def _run_parallel(strategy: Strategy, st: SearchState, budget: int, on_step: Callable[[SearchState], None] | None,
+                  deadline: float | None, parallel: int, simulate: bool) -> None:
+    flights: list[tuple[Future[Outcome], Pending]] = []  # oldest first
+    with _Inline() if simulate else ThreadPoolExecutor(parallel, thread_name_prefix="evaluate") as pool:
+        while True:
+            while len(flights) < parallel and len(st.nodes) + len(flights) < budget:
+                if deadline is not None and time.monotonic() >= deadline:
+                    st.stopped = "time"  # propose nothing more; what is in flight is finished
+                    break
+                p = strategy.propose(st)
+                if p is None:
+                    if not flights:
+                        st.stopped = "exhausted"
+                    break
+                flights.append((pool.submit(st.evaluate, p.cand.payload), p))
+            if not flights:
+                return
+            if simulate:
+                done = flights[:1]
+            else:
+                wait([f for f, _ in flights], return_when=FIRST_COMPLETED)
+                done = [fp for fp in flights if fp[0].done()]
+            for fp in done:
+                flights.remove(fp)
+                node = st.finish(fp[1], fp[0].result())
+                strategy.complete(st, node)
+                if on_step is not None:
+                    on_step(st)

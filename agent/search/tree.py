@@ -27,12 +27,19 @@ class Node:
     exhausted: bool = False  # the proposer has no further child for it
     dead: bool = False  # pruned: not selected again
     dead_reason: str = ""
+    pending: int = 0  # expansions in flight at or below this node (virtual loss for parallel selection)
+
+    @property
+    def pending_children(self) -> int:
+        """This node's own expansions in flight (children still being evaluated)."""
+        return self.pending - sum(c.pending for c in self.children)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "key": self.key, "change": self.change, "depth": self.depth,
                 "status": self.outcome.status, "speedup": self.outcome.speedup, "reward": round(self.reward, 4),
                 "value": round(self.value, 4), "visits": self.visits, "bottleneck": self.outcome.bottleneck,
                 "findings": self.outcome.findings[:5], "dead": self.dead_reason or None,
+                **({"pending": self.pending} if self.pending else {}),
                 "children": [c.to_dict() for c in self.children]}
 
 

@@ -24,15 +24,17 @@ device pointers (on the GPU, contiguous unless ``allow_strided``), Python number
 C type (``int``, ``long long``, ``float``, ``double``, ``unsigned``, ``size_t`` ...). Where the
 signature cannot be read, give ``arg_types`` (C type names, ``"*"`` for pointers); unknown scalars
 default to ``int`` / ``float``. Launches go to torch's current
-stream, so CUDA-event timing and torch's stream semantics hold. Compilation is cached by CuPy by
-content (``CUPY_CACHE_DIR``), so a second process that builds the same source pays no NVRTC cost.
+stream, so CUDA-event timing and torch's stream semantics hold. kernelscope calls NVRTC itself
+(through CuPy's binding) for the device's ``sm_XY`` and caches the cubin by content (source, options,
+NVRTC version) in ``KERNELSCOPE_NVRTC_CACHE`` (else ``CUPY_CACHE_DIR``'s ``kernelscope-nvrtc``), so a
+second process that builds the same source pays no NVRTC cost. The evaluation pool uses this to
+compile a candidate's kernels on a CPU build worker (:func:`prebuild`, no GPU needed) while the GPUs
+evaluate other candidates.
 
 Two options for library and architecture-specific code:
 
-- ``arch="sm_90a"`` compiles for exactly that target. CuPy's own NVRTC call picks ``sm_XY`` from the
-  device and cannot produce the arch-specific targets (``sm_90a``: wgmma, setmaxnreg, TMA
-  multicast), so with ``arch`` kernelscope calls NVRTC itself (through CuPy's binding), caches the
-  cubin by content next to CuPy's cache and loads it with ``cupy.RawModule(path=...)``.
+- ``arch="sm_90a"`` compiles for exactly that target instead of the device's ``sm_XY`` (the
+  arch-specific targets hold wgmma, setmaxnreg, TMA multicast).
 - ``cutlass=True`` adds the CUTLASS/CuTe include folders (NVIDIA's nvidia-cutlass wheel, or
   ``KERNELSCOPE_CUTLASS_ROOT``) and the toolkit's headers (CuTe needs libcu++'s ``cuda/std``);
   without ``arch`` it targets the device, as ``sm_90a`` on compute
@@ -52,12 +54,14 @@ import hashlib
 import os
 import re
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
 _streams: dict[int, Any] = {}
+_created: weakref.WeakSet[CudaKernel] = weakref.WeakSet()  # the kernels this process declared, for prebuild()
 
 # C type name -> numpy scalar type, for ``arg_types``.
 _CTYPES = {
@@ -148,6 +152,8 @@ def _device_arch(cutlass: bool) -> str:
 
 
 def _cache_dir() -> Path:
+    if os.environ.get("KERNELSCOPE_NVRTC_CACHE"):
+        return Path(os.environ["KERNELSCOPE_NVRTC_CACHE"])
     base = os.environ.get("CUPY_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cupy", "kernel_cache")
     return Path(base) / "kernelscope-nvrtc"
 
@@ -223,30 +229,34 @@ class CudaKernel:
         self.allow_strided = allow_strided
         self.arch = _normalize_arch(arch) if arch is not None else None
         self.cutlass = cutlass
-        self.cubin_path: Path | None = None  # set when kernelscope compiled it (arch or cutlass)
+        self.cubin_path: Path | None = None  # the cached cubin, once compiled
         self._kernel: Any = None
         self._max_dynamic_smem = _DEFAULT_DYNAMIC_SMEM
+        with _lock:
+            _created.add(self)
+
+    def nvrtc_options(self, arch: str) -> list[str]:
+        """The exact NVRTC options for a build for ``arch`` (``sm_90`` ...): the cache key with the source."""
+        options = [*self.options, *(cutlass_options() if self.cutlass else []), f"-arch={arch}",
+                   "--device-as-default-execution-space"]
+        if not self.cutlass and not any(o.startswith("-I") for o in self.options) and toolkit_include():
+            options.append(f"-I{toolkit_include()}")
+        return options
+
+    def target_for(self, device_arch: str) -> str:
+        """The target built for a device of ``device_arch`` (``sm_90``): ``arch`` when given, else the
+        device's own (``sm_90a`` for CuTe on compute capability 9.0)."""
+        if self.arch is not None:
+            return self.arch
+        return device_arch + ("a" if self.cutlass and device_arch == "sm_90" else "")
 
     def compile(self) -> Any:
         """Compile now (otherwise the first launch does); returns the CuPy RawKernel."""
         if self._kernel is None:
             cp = _cupy()
-            if self.arch is None and not self.cutlass:
-                options = self.options
-                inc = toolkit_include()
-                if inc and not any(o.startswith("-I") for o in options):
-                    options = (*options, f"-I{inc}")
-                k = cp.RawKernel(self.source, self.name, options=options, backend="nvrtc")
-                k.compile()
-            else:
-                arch = self.arch or _device_arch(self.cutlass)
-                options = [*self.options, *(cutlass_options() if self.cutlass else []), f"-arch={arch}",
-                           "--device-as-default-execution-space"]
-                if not self.cutlass and not any(o.startswith("-I") for o in self.options) and toolkit_include():
-                    options.append(f"-I{toolkit_include()}")
-                self.cubin_path = nvrtc_cubin(self.source, self.name, options)
-                k = cp.RawModule(path=str(self.cubin_path)).get_function(self.name)
-            self._kernel = k
+            arch = self.arch or _device_arch(self.cutlass)
+            self.cubin_path = nvrtc_cubin(self.source, self.name, self.nvrtc_options(arch))
+            self._kernel = cp.RawModule(path=str(self.cubin_path)).get_function(self.name)
         return self._kernel
 
     @property
@@ -307,6 +317,23 @@ class CudaKernel:
             self._max_dynamic_smem = shared_mem
         with stream:
             kernel(grid_t, block_t, self._convert(args), shared_mem=shared_mem)
+
+
+def prebuild(device_arch: str) -> tuple[list[Path], list[str]]:
+    """Compile every kernel this process has declared for a device of ``device_arch`` (``sm_90``), with
+    no GPU: the cubins land in the cache where the evaluation on the GPU finds them. Returns the cubins
+    and one line per kernel that failed (the evaluation then reports that failure itself)."""
+    device_arch = _normalize_arch(device_arch)
+    built: list[Path] = []
+    failed: list[str] = []
+    with _lock:
+        kernels = list(_created)
+    for k in kernels:
+        try:
+            built.append(nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for(device_arch))))
+        except Exception as e:
+            failed.append(f"{k.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    return built, failed
 
 
 # ------------------------------------------------------------------------------- TMA descriptors

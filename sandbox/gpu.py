@@ -1,7 +1,9 @@
 """GPU leases: one timed job per GPU at a time; other callers queue and can report their place.
 
 A job runs with ``CUDA_VISIBLE_DEVICES`` set to the leased GPU only. Leases are released when the job
-ends however it ends (crash, timeout, cancellation), so the next job on that GPU can start.
+ends however it ends (crash, timeout, cancellation), so the next job on that GPU can start. The same
+first-come, first-served slots also bound the evaluation pool's CPU workers and build workers
+(``kind``), and each slot counts its jobs and busy time for the pool's status.
 """
 
 from __future__ import annotations
@@ -21,6 +23,19 @@ class Lease:
     index: int  # the device's position in this server's view (0..n-1)
     visible: str  # the value for the child's CUDA_VISIBLE_DEVICES
     waited_s: float
+    kind: str = "gpu"
+
+    @property
+    def worker(self) -> str:
+        """The worker's name: ``gpu0`` for the GPU whose CUDA_VISIBLE_DEVICES value is 0, ``cpu1`` ..."""
+        return self.visible if self.kind != "gpu" else f"gpu{self.visible}"
+
+
+@dataclass
+class SlotStats:
+    jobs: int = 0
+    busy_s: float = 0.0
+    since: float | None = None  # when the current job took the slot
 
 
 class LeaseCancelled(KernelscopeError):
@@ -28,9 +43,11 @@ class LeaseCancelled(KernelscopeError):
 
 
 class GpuPool:
-    def __init__(self, visible: list[str]) -> None:
+    def __init__(self, visible: list[str], kind: str = "gpu") -> None:
         self.visible = visible
+        self.kind = kind
         self._busy = [False] * len(visible)
+        self._stats = [SlotStats() for _ in visible]
         self._queue: list[int] = []  # tickets in arrival order
         self._next = 0
         self._cond = threading.Condition()
@@ -60,6 +77,23 @@ class GpuPool:
         with self._cond:
             return list(self._busy)
 
+    def queued(self) -> int:
+        """Callers waiting for a slot now."""
+        with self._cond:
+            return len(self._queue)
+
+    def contended(self) -> bool:
+        """Whether a new job would wait: every slot busy, or callers already queued."""
+        with self._cond:
+            return bool(self._queue) or all(self._busy)
+
+    def stats(self) -> list[SlotStats]:
+        """Per slot: jobs finished and busy seconds (the running job's time included)."""
+        now = time.monotonic()
+        with self._cond:
+            return [SlotStats(st.jobs, st.busy_s + (now - st.since if st.since is not None else 0.0), st.since)
+                    for st in self._stats]
+
     @contextmanager
     def lease(self, device: int | None = None, *, cancel: threading.Event | None = None,
               on_wait: Callable[[int, float], None] | None = None) -> Iterator[Lease]:
@@ -67,7 +101,8 @@ class GpuPool:
         ``on_wait(jobs_ahead, waited_s)`` is called as soon as the job has to queue, then about once a
         second."""
         if not self.visible:
-            raise InputError("No GPU is visible to this server, so GPU jobs cannot run here.")
+            raise InputError("No GPU is visible to this server, so GPU jobs cannot run here."
+                             if self.kind == "gpu" else f"This pool has no {self.kind} workers.")
         if device is not None and not 0 <= device < len(self.visible):
             raise InputError(f"GPU {device} does not exist here; this server sees {len(self.visible)} GPU(s).")
         t0 = time.monotonic()
@@ -85,6 +120,7 @@ class GpuPool:
                     if free and ahead < len(free_any):
                         idx = free[0]
                         self._busy[idx] = True
+                        self._stats[idx].since = time.monotonic()
                         break
                     if cancel is not None and cancel.is_set():
                         raise LeaseCancelled("cancelled while waiting for a GPU")
@@ -101,10 +137,14 @@ class GpuPool:
                 self._queue.remove(ticket)
                 self._cond.notify_all()
         try:
-            yield Lease(index=idx, visible=self.visible[idx], waited_s=time.monotonic() - t0)
+            yield Lease(index=idx, visible=self.visible[idx], waited_s=time.monotonic() - t0, kind=self.kind)
         finally:
             with self._cond:
                 self._busy[idx] = False
+                st = self._stats[idx]
+                st.jobs += 1
+                st.busy_s += time.monotonic() - (st.since or time.monotonic())
+                st.since = None
                 self._cond.notify_all()
 
 

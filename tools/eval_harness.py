@@ -549,8 +549,13 @@ class Harness:
         cfg, t = self.cfg, self.torch
         if cfg.get("import_only"):  # a build job: importing the candidate builds its extensions
             _load_module(cfg["candidate_path"], "ks_candidate")
+            out: dict[str, Any] = {"status": "ok", "verdict": "inconclusive", "built": True}
+            fast = sys.modules.get("kernelscope.fast")
+            if cfg.get("prebuild_arch") and fast is not None:  # NVRTC cubins for the GPU that will run it
+                cubins, failed = fast.prebuild(cfg["prebuild_arch"])
+                out.update(cubins=[str(c) for c in cubins], prebuild_failed=failed)
             self.phase("build")
-            return {"status": "ok", "verdict": "inconclusive", "built": True}
+            return out
         result: dict[str, Any] = {"device": str(self.device), "torch": t.__version__}
         if self.cuda:
             result["gpu"] = t.cuda.get_device_name(self.device)

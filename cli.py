@@ -24,12 +24,30 @@ def _apply_settings(args: argparse.Namespace) -> None:
     ensure_dirs(s)
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
+    return n
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _apply_settings(args)
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kernelscope.errors import KernelscopeError
     from kernelscope.server.app import create_server
+    from kernelscope.tools.pool import configure_pool
 
+    try:
+        configure_pool(args.pool, ray_address=args.ray_address, cpu_workers=args.cpu_workers,
+                       build_workers=args.build_workers)
+    except KernelscopeError as e:
+        print(f"kernelscope: {e}", file=sys.stderr)
+        return 2
     server = create_server()
     if not args.no_prewarm:
         import threading
@@ -104,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HTTP: a browser Origin to accept besides loopback ones (repeatable)")
     s.add_argument("--allow-host", action="append", metavar="HOST[:PORT]",
                    help="HTTP: a Host header to accept besides loopback and the bind address (repeatable)")
+    s.add_argument("--pool", choices=["local", "ray"], default=os.environ.get("KERNELSCOPE_POOL", "local"),
+                   help="where `run` evaluations execute: this host's GPUs (one worker per GPU), or a Ray cluster")
+    s.add_argument("--ray-address", default=os.environ.get("KERNELSCOPE_RAY_ADDRESS"), metavar="ADDRESS",
+                   help="--pool ray: the cluster (HOST:PORT, ray://HOST:10001, auto), or 'local' to start one "
+                        "on this host with the server")
+    s.add_argument("--cpu-workers", type=_positive, metavar="N",
+                   help="evaluations on the CPU at once (device='cpu'; default half the cores, at least 2)")
+    s.add_argument("--build-workers", type=_positive, metavar="N",
+                   help="candidate builds on the CPU at once, ahead of their GPU turn (default half the cores, "
+                        "1 to 4)")
     s.add_argument("--no-prewarm", action="store_true",
                    help="do not start the evaluation worker (torch imported once) at startup")
     s.add_argument("--log-level", default=os.environ.get("KERNELSCOPE_LOG_LEVEL", "WARNING"),
@@ -128,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--time", type=float, metavar="SECONDS", help="wall-clock budget (the search stops after the "
                                                                  "evaluation under way)")
     o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
+    o.add_argument("--parallel", type=_positive, metavar="N",
+                   help="evaluations in flight at once (several tree nodes expanded per round, with virtual loss); "
+                        "default: one per GPU worker of the server's evaluation pool")
     o.add_argument("--seed", type=int, default=0, help="seeds MCTS's initial design and random search")
     o.add_argument("--uct-c", type=float, default=0.7, help="MCTS exploration constant (on log2-speedup rewards)")
     o.add_argument("--server", help="URL of a running server, or a command starting one over stdio "

@@ -198,6 +198,31 @@ class CutlassInfo(BaseModel):
     note: str | None = Field(None, description="Why it is missing or limited, and the fix.")
 
 
+# --------------------------------------------------------------------------- the evaluation pool
+class WorkerStatus(BaseModel):
+    name: str = Field(description="gpu<N> (N: its CUDA_VISIBLE_DEVICES value), cpu<N> or build<N>.")
+    kind: Literal["gpu", "cpu", "build"]
+    busy: bool
+    jobs: int = Field(description="Jobs finished on it since the server started.")
+    busy_s: float = Field(description="Seconds it has been busy.")
+    cache_dir: str | None = Field(None, description="Its own cache for what is compiled while evaluating.")
+
+
+class PoolStatus(BaseModel):
+    backend: Literal["local", "ray"]
+    workers: list[WorkerStatus] = Field(default_factory=list)
+    queued: int = Field(0, description="Evaluations waiting for a worker.")
+    build_cache: str | None = Field(None, description="The shared, content-keyed build cache (local).")
+    ray_address: str | None = None
+    ray_resources: dict[str, float] = Field(default_factory=dict, description="The Ray cluster's total resources.")
+    note: str | None = None
+
+    @property
+    def gpu_workers(self) -> int:
+        return sum(w.kind == "gpu" for w in self.workers) if self.backend == "local" else \
+            int(self.ray_resources.get("GPU", 0))
+
+
 class CapabilityReport(BaseModel):
     kernelscope_version: str
     platform: str
@@ -217,6 +242,7 @@ class CapabilityReport(BaseModel):
     network_isolation: bool = False
     network_isolation_note: str | None = None
     cutlass: CutlassInfo | None = None
+    pool: PoolStatus | None = Field(None, description="Where `run` evaluations execute: the workers and their load.")
     can: dict[str, bool] = Field(default_factory=dict, description="Feature -> available here.")
     reasons: dict[str, str] = Field(default_factory=dict, description="Feature -> why not, and the fix.")
 
@@ -310,8 +336,11 @@ class EvalResult(BaseModel):
                                                                         "keep_samples was asked for.")
     gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")
     build_s: float | None = Field(
-        None, description="C++/CUDA extension build (load_inline) done before taking the GPU, if any.")
+        None, description="Build on a CPU build worker before taking the GPU (load_inline extensions; fast-path "
+                          "NVRTC cubins while every GPU is busy), if any.")
     build_note: str | None = None
+    worker: str | None = Field(None, description="The evaluation pool's worker that ran it: gpu<N> (N: its "
+                                                 "CUDA_VISIBLE_DEVICES value), cpu<N>, or ray:<node>/gpu<N>.")
     stderr_tail: str | None = None
     traceback: str | None = None
 

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
@@ -54,6 +55,9 @@ class OptimizeConfig(BaseModel):
     time_s: float | None = Field(None, gt=0, le=7 * 86400, description="Wall-clock budget of this invocation; the "
                                                                         "search stops after the evaluation under way.")
     strategy: Literal["mcts", "greedy", "beam", "random"] = "mcts"
+    parallel: int | None = Field(None, ge=1, le=256, description="Evaluations in flight at once (several nodes "
+                                                                   "expanded per round, with virtual loss). None: "
+                                                                   "one per GPU worker of the server's pool.")
     seed: int = Field(0, ge=0, description="Seeds MCTS's initial design and random search.")
     uct_c: float = Field(0.7, ge=0, le=10, description="MCTS exploration constant (UCT), on log2-speedup rewards.")
     server: str | None = Field(None, description="An http(s) URL of a running server, or a command line to start "
@@ -92,6 +96,8 @@ class OptimizeSummary(BaseModel):
     best_status: str
     history: list[float] = Field(description="Best log2 speedup after each evaluation.")
     stopped: str = Field("budget", description="Why the search ended: budget, time or exhausted.")
+    parallel: int = Field(1, description="Evaluations that were kept in flight at once.")
+    workers: dict[str, int] = Field(default_factory=dict, description="Fresh evaluations per pool worker (gpu0 ...).")
     proposer: str
     llm_calls: int = 0
     llm_tokens: dict[str, int] = Field(default_factory=dict)
@@ -283,6 +289,19 @@ def _key_file(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:20] + ".json"
 
 
+def resolve_parallel(caps: dict[str, Any], cfg: OptimizeConfig) -> int:
+    """Evaluations to keep in flight: as asked, else one per GPU worker of the server's pool (its
+    `capabilities`), and one on the CPU (timings of concurrent CPU jobs disturb each other)."""
+    if cfg.parallel is not None:
+        return cfg.parallel
+    if cfg.device == "cpu":
+        return 1
+    pool = caps.get("pool") or {}
+    if pool.get("backend") == "ray":
+        return max(1, int((pool.get("ray_resources") or {}).get("GPU", 0)))
+    return max(1, sum(1 for w in pool.get("workers") or [] if w.get("kind") == "gpu"))
+
+
 def _analysis_available(caps: dict[str, Any], cfg: OptimizeConfig) -> tuple[bool, str | None]:
     """Whether to profile, and if not, why not (``caps``: the server's `capabilities` answer)."""
     if cfg.analyze == "never":
@@ -348,11 +367,15 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
     deadline = t0 + cfg.time_s if cfg.time_s else None
     counts = {"reused": 0, "analyses": 0, "fresh_analyses": 0}
     best = {"speedup": 0.0}
+    workers: dict[str, int] = {}
+    parallel = 1
     ref_key = "reference:" + hashlib.sha256(reference.encode()).hexdigest()
 
     async with Client(_server_params(cfg)) as client:
         caps = (await client.call_tool("capabilities", {})).structured_content or {}
         analyzing, analysis_note = _analysis_available(caps, cfg)
+        parallel = resolve_parallel(caps, cfg)
+        token = anyio.lowlevel.current_token()  # the search's evaluation threads call back into this loop
         if proposer != "offline" and cfg.cutlass_tools == "auto" and (caps.get("can") or {}).get("cutlass"):
             await _offer_cutlass_tools(client, expander)
 
@@ -386,6 +409,9 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
                     "timeout_s": cfg.timeout_s, "measure_energy": energy}
             r = await client.call_tool("run", args)
             text = tool_text(r)
+            worker = None if r.is_error else ((r.structured_content or {}).get("eval") or {}).get("worker")
+            if worker:
+                workers[worker] = workers.get(worker, 0) + 1
             out = outcome_from_run(None if r.is_error else r.structured_content, text if r.is_error else None,
                                    energy=energy)
             return out, text, None if r.is_error else r.structured_content
@@ -437,7 +463,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
             ref_analysis = await analyze(ref_key, reference_as_candidate(reference), "the reference")
 
         def evaluate(config: dict[str, str]) -> Outcome:
-            return anyio.from_thread.run(evaluate_async, config)
+            return anyio.from_thread.run(evaluate_async, config, token=token)
 
         def step(st: SearchState) -> None:
             if on_step is not None:
@@ -450,7 +476,8 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
             fields = {f.name for f in dataclasses.fields(cls)}
             strategy = cls(**{k: v for k, v in (("seed", cfg.seed), ("c", cfg.uct_c)) if k in fields})
             return run_search(strategy, expander, evaluate, start, budget=cfg.budget, on_step=step,
-                              deadline=deadline, energy_weight=cfg.energy_weight if energy else 0.0)
+                              deadline=deadline, energy_weight=cfg.energy_weight if energy else 0.0,
+                              parallel=parallel)
 
         st = await anyio.to_thread.run_sync(search)
 
@@ -471,6 +498,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
                                   dict(getattr(expander, "tokens", {}))) if proposer != "offline" else None,
         best_speedup=best_node.outcome.speedup, start_speedup=st.root.outcome.speedup,
         best_status=best_node.outcome.status, history=[round(h, 4) for h in st.history], stopped=st.stopped,
+        parallel=parallel, workers=dict(sorted(workers.items())),
         analyses=counts["analyses"], analysis_note=analysis_note,
         reference_bottleneck=(findings_of(ref_analysis)[0] if ref_analysis else None),
         best_bottleneck=best_node.outcome.bottleneck, wall_s=round(time.monotonic() - t0, 2), out=str(cfg.out))
@@ -486,7 +514,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 def config_from_args(args: Any) -> OptimizeConfig:
     ref, cand = resolve_problem(Path(args.problem), Path(args.candidate) if args.candidate else None)
     return OptimizeConfig(reference=ref, candidate=cand, out=Path(args.out), budget=args.budget, time_s=args.time,
-                          strategy=args.strategy, seed=args.seed, uct_c=args.uct_c,
+                          strategy=args.strategy, seed=args.seed, uct_c=args.uct_c, parallel=args.parallel,
                           server=args.server, device=args.device,
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
@@ -504,7 +532,9 @@ def run_cli(args: Any) -> int:
     cost = f", ~${summary.llm_cost_usd:.2f}" if summary.llm_cost_usd is not None else ""
     print(f"best: node {summary.best_id} {summary.best_config or ''} at {summary.best_speedup or 0:.3f}x over the "
           f"reference (start {summary.start_speedup or 0:.3f}x), {summary.evaluations} evaluations "
-          f"({summary.reused} reused, stopped on {summary.stopped}) in {summary.wall_s:.1f} s; proposer "
+          f"({summary.reused} reused, stopped on {summary.stopped}) in {summary.wall_s:.1f} s"
+          + (f", {summary.parallel} at a time on {', '.join(f'{w} ({n})' for w, n in summary.workers.items())}"
+             if summary.parallel > 1 else "") + "; proposer "
           f"{summary.proposer}"
           + (f" ({summary.llm_calls} LLM calls, {summary.llm_tokens} tokens{cost})" if summary.llm_calls else "")
           + (f"; {summary.analyses} profiles" if summary.analyses else f"; {summary.analysis_note}"

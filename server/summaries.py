@@ -128,7 +128,9 @@ def eval_summary(r: EvalResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
     head = {"faster": "FASTER", "slower": "SLOWER", "inconclusive": "INCONCLUSIVE (no significant difference)",
             "incorrect": "INCORRECT", "invalid": "INVALID"}[r.verdict]
     where = f" on {r.gpu}" if r.gpu else (f" on {r.device}" if r.device else "")
-    lines.append(f"Verdict: {head}{where} (status {r.status}, {r.wall_s:.1f} s).")
+    worker = f", worker {r.worker}" if r.worker else ""
+    build = f", built on the CPU in {r.build_s:.1f} s" if r.build_s else ""
+    lines.append(f"Verdict: {head}{where} (status {r.status}, {r.wall_s:.1f} s{worker}{build}).")
     if r.error:
         lines.append(f"Error: {r.error}")
     for f in r.flags:

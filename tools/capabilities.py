@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope._version import __version__
-from kernelscope.errors import NotAvailable
-from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, ToolInfo
+from kernelscope.errors import KernelscopeError, NotAvailable
+from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
 from kernelscope.sandbox.process import Limits, build_env, network_isolation_status, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools import toolchain
@@ -671,9 +671,19 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
         network_isolation=isolated,
         network_isolation_note=isolation_note,
         cutlass=cutlass,
+        pool=_pool_status(),
         can={name: v.ok for name, v in verdicts.items()},
         reasons={name: _reason(v) for name, v in verdicts.items() if not v.ok},
     )
+
+
+def _pool_status() -> PoolStatus | None:
+    from kernelscope.tools.pool import current_pool
+
+    try:
+        return current_pool().status()
+    except KernelscopeError as e:
+        return PoolStatus(backend="local", note=f"the evaluation pool is not available: {e}")
 
 
 def cached_report(*, probe: bool = False) -> CapabilityReport:
@@ -761,6 +771,8 @@ def render_report(report: CapabilityReport) -> str:
                    f"{', '.join(c.searched_dirs)}" + (f"; note: {_line(c.note)}" if c.note else ""))
     elif c is not None:
         out.append(f"CUTLASS/CuTe: not found: {_line(c.note)}")
+    if report.pool is not None:
+        out.append(render_pool(report.pool))
     out.append(
         f"Network isolation of child processes: {_yes_no(report.network_isolation)}"
         + (f": {report.network_isolation_note}" if report.network_isolation_note else "")
@@ -773,3 +785,16 @@ def render_report(report: CapabilityReport) -> str:
         for f in missing:
             out.append(f"  {f}: {_line(report.reasons.get(f), 1000) or '(no reason recorded)'}")
     return "\n".join(out)
+
+
+def render_pool(p: PoolStatus) -> str:
+    """The evaluation pool in one or two lines."""
+    if p.backend == "ray":
+        res = ", ".join(f"{v:g} {k}" for k, v in p.ray_resources.items() if k != "memory") or "no resources"
+        line = f"Evaluation pool: Ray at {p.ray_address} ({res}); {p.queued} evaluation(s) under way"
+    else:
+        kinds = {k: [w for w in p.workers if w.kind == k] for k in ("gpu", "cpu", "build")}
+        gpus = ", ".join(f"{w.name}{' busy' if w.busy else ''} ({w.jobs} jobs)" for w in kinds["gpu"]) or "none"
+        line = (f"Evaluation pool: local; GPU workers: {gpus}; {len(kinds['cpu'])} CPU worker(s), "
+                f"{len(kinds['build'])} build worker(s); {p.queued} queued")
+    return line + (f"; note: {_line(p.note)}" if p.note else "")

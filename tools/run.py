@@ -9,6 +9,7 @@ or a hang is a structured result, and the next job on that GPU starts in a fresh
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -38,12 +39,15 @@ from kernelscope.models import (
     TrialResult,
 )
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
-from kernelscope.sandbox.gpu import Lease, gpu_pool
+from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.artifacts import Artifact, get_store
 from kernelscope.tools.toolchain import ToolMissing, require
+
+if TYPE_CHECKING:
+    from kernelscope.tools.pool import LocalPool
 
 log = logging.getLogger("kernelscope.tools.run")
 HARNESS = Path(__file__).with_name("eval_harness.py")
@@ -116,18 +120,19 @@ def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> 
     return src
 
 
-def _resolve_device(device: str) -> str:
+def _resolve_device(device: str, gpus: GpuPool | None = None) -> str:
     import importlib.util
 
+    n_gpus = len(gpus if gpus is not None else gpu_pool())
     if importlib.util.find_spec("torch") is None:
         raise NotAvailable("Evaluating candidates", "torch is not importable in kernelscope's Python environment",
                            "pip install 'kernelscope[gpu]' (torch and CuPy), or torch's CPU build to evaluate on CPU")
-    if device == "cuda" and not len(gpu_pool()):
+    if device == "cuda" and not n_gpus:
         raise NotAvailable("Evaluating on a GPU", "no NVIDIA GPU is visible to this server",
                            "run kernelscope on a GPU host, or pass device='cpu' to check correctness on the CPU")
     if device != "auto":
         return device
-    return "cuda" if len(gpu_pool()) else "cpu"
+    return "cuda" if n_gpus else "cpu"
 
 
 def _torch_arch_list() -> str:
@@ -137,16 +142,30 @@ def _torch_arch_list() -> str:
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
 
 
-def job_env(ws: Path, home: Path, lease: Lease | None) -> dict[str, str]:
+def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None = None,
+            builds: Path | None = None) -> dict[str, str]:
+    """A sandboxed job's environment. ``lease``: the GPU (or CPU worker) it runs on, whose own cache
+    directory holds what is compiled while it runs; ``candidate``: the source whose extension builds
+    live in the shared build cache (``builds``, default the home's), keyed by its content."""
+    from kernelscope.tools.pool import build_cache, worker_dir
+
     env = build_env(home=ws)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["CUPY_CACHE_DIR"] = str(home / "cupy-cache")  # NVRTC builds cached by content, across jobs
-    env["TORCH_EXTENSIONS_DIR"] = str(home / "torch-extensions")  # load_inline builds, cached by source
+    shared = builds if builds is not None else build_cache(home)
+    env["KERNELSCOPE_NVRTC_CACHE"] = str(shared / "nvrtc")  # fast-path cubins, by content, for every worker
+    # load_inline builds, one folder per candidate source: two candidates that name their extension
+    # alike never build into (or load) each other's folder
+    key = hashlib.sha256(candidate.encode()).hexdigest()[:16] if candidate is not None else "shared"
+    env["TORCH_EXTENSIONS_DIR"] = str(shared / "torch-extensions" / key)
+    own = worker_dir(home, lease.worker if lease is not None else "cpu")
+    env["CUPY_CACHE_DIR"] = str(own / "cupy")
+    env["TRITON_CACHE_DIR"] = str(own / "triton")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(own / "inductor")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cutlass_root = get_settings().cutlass_root
     if cutlass_root is not None:  # CudaKernel(cutlass=True) in a candidate uses the server's CUTLASS
         env["KERNELSCOPE_CUTLASS_ROOT"] = str(cutlass_root)
-    if lease is not None:
+    if lease is not None and lease.kind == "gpu":
         env["CUDA_VISIBLE_DEVICES"] = lease.visible
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU job sees no GPU
@@ -176,34 +195,76 @@ def forkserver_env(home: Path) -> dict[str, str]:
 
 def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
                    on_wait: WaitCallback | None = None) -> EvalResult:
+    """Evaluate a candidate against its reference on the configured evaluation pool (``tools.pool``:
+    this host's GPUs by default, or a Ray cluster)."""
+    from kernelscope.tools.pool import current_pool
+
+    return current_pool().evaluate(req, settings, cancel=cancel, on_wait=on_wait)
+
+
+def resolve_sources(req: EvalRequest, s: Settings) -> tuple[str, str]:
+    """The reference's and the candidate's source text (read from the allowed roots where paths were given)."""
+    return (_read_source(req.reference, req.reference_path, "reference", s),
+            _read_source(req.candidate, req.candidate_path, "candidate", s))
+
+
+_FAST_MARKERS = ("kernelscope.fast", "CudaKernel")
+
+
+def needs_build(candidate: str, arch: str | None) -> bool:
+    """Whether a candidate has something to build before it takes a GPU: extensions (load_inline), or
+    fast-path kernels when the GPUs' target ``arch`` is known."""
+    return needs_extension_build(candidate) or (arch is not None and any(m in candidate for m in _FAST_MARKERS))
+
+
+def _write_config(ws: Path, req: EvalRequest, ref_src: str, cand_src: str, device: str) -> None:
+    (ws / "reference.py").write_text(ref_src)
+    (ws / "candidate.py").write_text(cand_src)
+    cfg = req.model_dump(exclude={"reference", "candidate", "reference_path", "candidate_path", "timeout_s",
+                                  "gpu", "device", "executor"})
+    cfg.update({"reference_path": str(ws / "reference.py"), "candidate_path": str(ws / "candidate.py"),
+                "device": "cuda:0" if device == "cuda" else "cpu"})
+    if cfg["rtol"] is None:
+        cfg.pop("rtol")
+    if cfg["atol"] is None:
+        cfg.pop("atol")
+    (ws / "config.json").write_text(json.dumps(cfg))
+
+
+def _eval_limits(req: EvalRequest) -> Limits:
+    return Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True, file_size_bytes=4 << 30)
+
+
+def build_only(req: EvalRequest, s: Settings, builds: Path, arch: str | None) -> tuple[float, str | None]:
+    """Build a candidate's extensions and (for ``arch``) its fast-path cubins into ``builds`` on this CPU,
+    with no evaluation: the Ray pool's build task."""
+    ref_src, cand_src = resolve_sources(req, s)
+    with Workspace(prefix="build-") as ws:
+        _write_config(ws.path, req, ref_src, cand_src, "cpu")
+        return _prebuild(ws.path, s, req, _eval_limits(req), None, cand_src, arch, builds)
+
+
+def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, *,
+                  cancel: threading.Event | None = None, on_wait: WaitCallback | None = None) -> EvalResult:
+    """One evaluation on this host: a build on a CPU build worker where there is something to build,
+    then the timed job on a GPU worker (or a CPU worker for ``device='cpu'``)."""
     s = ensure_dirs(settings)
-    ref_src = _read_source(req.reference, req.reference_path, "reference", s)
-    cand_src = _read_source(req.candidate, req.candidate_path, "candidate", s)
-    device = _resolve_device(req.device)
+    ref_src, cand_src = resolve_sources(req, s)
+    device = _resolve_device(req.device, pool.gpus)
     t_start = time.monotonic()
     ws = Workspace(prefix="eval-")
     try:
-        (ws.path / "reference.py").write_text(ref_src)
-        (ws.path / "candidate.py").write_text(cand_src)
-        cfg = req.model_dump(exclude={"reference", "candidate", "reference_path", "candidate_path", "timeout_s",
-                                      "gpu", "device", "executor"})
-        cfg.update({"reference_path": str(ws.path / "reference.py"), "candidate_path": str(ws.path / "candidate.py"),
-                    "device": "cuda:0" if device == "cuda" else "cpu"})
-        if cfg["rtol"] is None:
-            cfg.pop("rtol")
-        if cfg["atol"] is None:
-            cfg.pop("atol")
-        (ws.path / "config.json").write_text(json.dumps(cfg))
+        _write_config(ws.path, req, ref_src, cand_src, device)
     except BaseException:
         ws.cleanup()
         raise
     result_path = ws.path / "result.json"
     # -s: no user site-packages; PYTHONPATH (set by job_env) makes kernelscope.fast importable
     argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(result_path)]
-    limits = Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True, file_size_bytes=4 << 30)
+    limits = _eval_limits(req)
 
-    def execute(lease: Lease | None) -> ProcessResult:
-        env = job_env(ws.path, s.home, lease)
+    def execute(lease: Lease) -> ProcessResult:
+        env = job_env(ws.path, s.home, lease, candidate=cand_src)
         fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
         if fs is not None:
             try:
@@ -215,25 +276,30 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
                 log.warning("fork server failed (%s); spawning this job", e)
         return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
 
-    # Extension builds (load_inline) run first, without the GPU: minutes of compiling must not hold
-    # the lease, and several candidates' builds proceed in parallel on the CPU cores. The build is
-    # cached by source (TORCH_EXTENSIONS_DIR), so the evaluation below imports it at once. A failed
-    # pre-build is not an answer: the evaluation then builds (and reports) it itself.
+    # Builds run first, on a CPU build worker without the GPU: minutes of compiling extensions
+    # (load_inline) must not hold the lease, and while every GPU is busy a fast-path candidate's NVRTC
+    # build goes ahead too, so it overlaps the evaluations under way. The outputs are cached by content,
+    # so the evaluation below loads them at once. A failed pre-build is not an answer: the evaluation
+    # then builds (and reports) it itself.
     build_s: float | None = None
     build_note: str | None = None
-    if needs_extension_build(cand_src):
+    arch = pool.arch() if device == "cuda" and pool.gpus.contended() else None
+    if needs_build(cand_src, arch):
         try:
-            build_s, build_note = _prebuild(ws.path, s, req, limits, cancel)
+            with pool.builds.lease(cancel=cancel):
+                build_s, build_note = _prebuild(ws.path, s, req, limits, cancel, cand_src, arch)
         except BaseException:
             ws.cleanup()
             raise
 
-    # The job runs on a worker thread that holds the GPU lease and the workspace until the process
-    # has exited (the time limit still applies). A complete "ok" result is answered as soon as it is
+    # The job runs on a worker thread that holds the lease and the workspace until the process has
+    # exited (the time limit still applies). A complete "ok" result is answered as soon as it is
     # written: tearing down a CUDA context takes ~0.1 s that the caller need not wait for.
-    lease_cm = gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) if device == "cuda" else None
+    slots = pool.gpus if device == "cuda" else pool.cpus
+    lease_cm = slots.lease(req.gpu if device == "cuda" else None, cancel=cancel,
+                           on_wait=on_wait if device == "cuda" else None)
     try:
-        lease = lease_cm.__enter__() if lease_cm is not None else None
+        lease = lease_cm.__enter__()
     except BaseException:
         ws.cleanup()
         raise
@@ -245,8 +311,7 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
         try:
             box["proc"] = execute(lease)
         finally:
-            if lease_cm is not None:
-                lease_cm.__exit__(None, None, None)
+            lease_cm.__exit__(None, None, None)
             finished.set()
             if detached.is_set():
                 ws.cleanup()
@@ -271,8 +336,9 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
         if early is None:
             ws.cleanup()
     result.wall_s = time.monotonic() - t_start
-    result.gpu_wait_s = lease.waited_s if lease is not None else 0.0
+    result.gpu_wait_s = lease.waited_s if device == "cuda" else 0.0
     result.build_s, result.build_note = build_s, build_note
+    result.worker = lease.worker
     return result
 
 
@@ -283,12 +349,12 @@ def needs_extension_build(source: str) -> bool:
     return any(m in source for m in _BUILD_MARKERS)
 
 
-def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits,
-              cancel: threading.Event | None) -> tuple[float, str | None]:
+def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits, cancel: threading.Event | None,
+              candidate: str, arch: str | None, builds: Path | None = None) -> tuple[float, str | None]:
     cfg = json.loads((ws / "config.json").read_text())
-    cfg.update({"import_only": True, "device": "cpu"})
+    cfg.update({"import_only": True, "device": "cpu", "prebuild_arch": arch})
     (ws / "build.json").write_text(json.dumps(cfg))
-    env = job_env(ws, s.home, None)
+    env = job_env(ws, s.home, None, candidate=candidate, builds=builds)
     t0 = time.monotonic()
     out = ws / "build-result.json"
     fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
@@ -307,6 +373,8 @@ def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits,
         return took, f"pre-build failed ({proc.describe_failure()}); the evaluation builds it"
     if raw.get("status") != "ok":
         return took, f"pre-build failed ({raw.get('error')}); the evaluation builds it"
+    if raw.get("prebuild_failed"):
+        return took, f"pre-build of {'; '.join(raw['prebuild_failed'])[:300]} failed; the evaluation reports it"
     return took, None
 
 

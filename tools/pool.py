@@ -1,0 +1,378 @@
+"""Evaluation pools: where the `run` tool's evaluations execute, behind one interface.
+
+``local`` (the default) runs on this host. It has one worker per visible GPU (the GPU's lease, with
+``CUDA_VISIBLE_DEVICES`` pinned to it and its own cache directory for whatever is compiled while
+evaluating: CuPy's, Triton's and Inductor's caches), CPU workers for evaluations on the CPU, and build
+workers that compile a candidate's kernels on the CPU before a GPU is taken: ``load_inline`` extensions
+always, NVRTC cubins of the fast path whenever every GPU is busy (when a GPU is free, building there
+costs nobody anything and saves a process). Builds land in a shared cache keyed by content
+(``build-cache/`` under the home), so a candidate is built once whichever GPU evaluates it. Parallel
+tool calls therefore land on different GPUs, and compilation overlaps evaluation. The other GPU tools
+(program runs, Nsight Compute, traces) lease the same GPUs, so nothing ever shares a GPU with a timed
+job.
+
+``ray`` schedules each evaluation as Ray tasks across a Ray cluster: a build task (``num_cpus=1``) on
+any node, whose outputs (cubins, extension builds) travel as bytes to the evaluation task
+(``num_gpus=1``, or ``num_cpus=1`` for CPU evaluations), which runs the same sandboxed evaluation as the
+local pool on the node Ray picked and returns the typed result. Sources travel in the task arguments;
+the nodes need the same kernelscope version installed (checked per task). Ray is an optional extra
+(``pip install 'kernelscope[ray]'``).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from kernelscope.config import Settings, ensure_dirs, get_settings
+from kernelscope.errors import InputError, NotAvailable
+from kernelscope.models import EvalResult, PoolStatus, WorkerStatus
+from kernelscope.sandbox.gpu import GpuPool, gpu_pool
+
+log = logging.getLogger("kernelscope.tools.pool")
+
+
+class Pool(Protocol):
+    backend: str
+
+    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                 on_wait: Any = None) -> EvalResult:
+        """Evaluate a `run` eval request (``tools.run.EvalRequest``) on one of the pool's workers."""
+
+    def status(self) -> PoolStatus: ...
+
+    def close(self) -> None: ...
+
+
+def _default_workers(env: str, fallback: int) -> int:
+    raw = os.environ.get(env)
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise InputError(f"{env}={raw!r}: give a whole number of workers (1 or more).") from None
+        if n < 1:
+            raise InputError(f"{env}={raw!r}: give a whole number of workers (1 or more).")
+        return n
+    return fallback
+
+
+def worker_dir(home: Path, worker: str) -> Path:
+    """A worker's own cache directory (what it compiles while evaluating)."""
+    return home / "workers" / worker
+
+
+def build_cache(home: Path) -> Path:
+    """The build cache every worker shares: NVRTC cubins and extension builds, keyed by content."""
+    return home / "build-cache"
+
+
+class LocalPool:
+    """This host's GPUs (the server-wide GPU leases), CPU workers and build workers."""
+
+    backend = "local"
+
+    def __init__(self, gpus: GpuPool | None = None, *, cpu_workers: int | None = None,
+                 build_workers: int | None = None) -> None:
+        cores = os.cpu_count() or 2
+        self.gpus = gpus if gpus is not None else gpu_pool()
+        n_cpu = cpu_workers or _default_workers("KERNELSCOPE_CPU_WORKERS", max(2, cores // 2))
+        n_build = build_workers or _default_workers("KERNELSCOPE_BUILD_WORKERS", max(1, min(4, cores // 2)))
+        self.cpus = GpuPool([f"cpu{i}" for i in range(n_cpu)], kind="cpu")
+        self.builds = GpuPool([f"build{i}" for i in range(n_build)], kind="build")
+        self._arch: str | None = None
+
+    def arch(self) -> str | None:
+        """The GPUs' target (``sm_90``) for builds ahead of time; None where it cannot be known."""
+        if self._arch is None and len(self.gpus):
+            from kernelscope.tools.compile import local_default_arch
+
+            try:
+                self._arch = local_default_arch()
+            except Exception:
+                return None
+        return self._arch
+
+    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                 on_wait: Any = None) -> EvalResult:
+        from kernelscope.tools.run import evaluate_here
+
+        return evaluate_here(req, settings, self, cancel=cancel, on_wait=on_wait)
+
+    def status(self) -> PoolStatus:
+        home = get_settings().home
+        workers: list[WorkerStatus] = []
+        queued = 0
+        for slots in (self.gpus, self.cpus, self.builds):
+            busy = slots.busy()
+            for i, st in enumerate(slots.stats()):
+                name = f"gpu{slots.visible[i]}" if slots.kind == "gpu" else slots.visible[i]
+                workers.append(WorkerStatus(
+                    name=name, kind=slots.kind, busy=busy[i], jobs=st.jobs,  # type: ignore[arg-type]
+                    busy_s=round(st.busy_s, 3),
+                    cache_dir=str(worker_dir(home, name)) if slots.kind != "build" else None))
+            queued += slots.queued()
+        note = None if len(self.gpus) else "no GPU is visible: evaluations run on the CPU workers"
+        return PoolStatus(backend="local", workers=workers, queued=queued, build_cache=str(build_cache(home)),
+                          note=note)
+
+    def close(self) -> None:
+        return None
+
+
+# ------------------------------------------------------------------------------------------- Ray
+def _pack(folder: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file() and not p.is_symlink():
+                tar.add(p, arcname=str(p.relative_to(folder)), recursive=False)
+    return buf.getvalue()
+
+
+def _unpack(data: bytes, folder: Path) -> int:
+    """Unpack a build's outputs into ``folder`` (regular files only, every path inside it); returns the
+    number of files written. Files already there are kept (the names are content keys)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 0
+    root = folder.resolve()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            target = (folder / m.name).resolve()
+            if not m.isfile() or not target.is_relative_to(root):
+                continue
+            if target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(m)
+            if src is None:
+                continue
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_bytes(src.read())
+            os.replace(tmp, target)
+            n += 1
+    return n
+
+
+def _node_settings() -> Settings:
+    """Settings on a Ray node: its own home (``KERNELSCOPE_HOME`` there, else the user's cache)."""
+    from kernelscope.config import settings_from_env
+
+    return ensure_dirs(settings_from_env(roots=[]))
+
+
+def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
+    """A Ray task on any node's CPU: build the candidate's kernels into an empty folder and return it packed."""
+    import tempfile
+
+    import kernelscope
+    from kernelscope.tools.run import EvalRequest, build_only
+
+    if kernelscope.__version__ != version:
+        return {"error": f"this node runs kernelscope {kernelscope.__version__}, the server {version}"}
+    req = EvalRequest.model_validate_json(req_json)
+    s = _node_settings()
+    with tempfile.TemporaryDirectory(prefix="ks-build-", dir=s.home) as d:
+        took, note = build_only(req, s, Path(d), arch)
+        return {"packed": _pack(Path(d)), "build_s": took, "note": note, "node": _node_name()}
+
+
+def _node_name() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _ray_evaluate(req_json: str, built: dict[str, Any] | None, version: str) -> str:
+    """A Ray task holding one GPU (or one CPU): the local pool's evaluation, on the GPU Ray assigned."""
+    import kernelscope
+    from kernelscope.tools.run import EvalRequest
+
+    if kernelscope.__version__ != version:
+        raise RuntimeError(f"this Ray node runs kernelscope {kernelscope.__version__}, the server "
+                           f"{version}: install the same version on every node")
+    req = EvalRequest.model_validate_json(req_json)
+    s = _node_settings()
+    if built and built.get("packed"):
+        _unpack(built["packed"], build_cache(s.home))
+    # Ray sets CUDA_VISIBLE_DEVICES per task (and reuses worker processes), so the GPUs come from now
+    gpus = GpuPool.from_environment() if req.device != "cpu" else GpuPool([])
+    pool = LocalPool(gpus, cpu_workers=1, build_workers=1)
+    cancel = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = pool.evaluate(req, s, cancel=cancel)
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except KeyboardInterrupt:  # ray.cancel: stop the sandboxed job (its process group), then end
+        cancel.set()
+        t.join(30)
+        raise
+    if "error" in box:
+        raise box["error"]
+    result: EvalResult = box["result"]
+    result.worker = f"ray:{_node_name()}/{result.worker}"
+    if built:
+        result.build_s = built.get("build_s")
+        result.build_note = built.get("note")
+    return result.model_dump_json()
+
+
+class RayPool:
+    """Evaluations as Ray tasks across a Ray cluster."""
+
+    backend = "ray"
+
+    def __init__(self, address: str | None = None, *, local_cpus: int | None = None, arch: str | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise NotAvailable("The Ray evaluation pool", "the `ray` package is not installed",
+                               "pip install 'kernelscope[ray]'") from None
+        self.ray = ray
+        self.address = address or "auto"
+        if not ray.is_initialized():
+            if self.address == "local":  # a cluster of this host only, started with the server
+                ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                try:
+                    ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                             configure_logging=False)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    raise NotAvailable("The Ray evaluation pool", f"no Ray cluster at {self.address!r} ({e})",
+                                       "start one (`ray start --head`), give its address (--ray-address "
+                                       "HOST:PORT or ray://HOST:10001), or use --ray-address local") from None
+        # the GPU nodes' target for builds on CPU nodes: given, else this host's GPUs' (None: each
+        # evaluation compiles its fast-path kernels on its GPU node; extension builds still go ahead)
+        self.arch = arch or os.environ.get("KERNELSCOPE_RAY_ARCH") or LocalPool(cpu_workers=1, build_workers=1).arch()
+        self._build = ray.remote(_ray_build)
+        self._eval = ray.remote(_ray_evaluate)
+        self._lock = threading.Lock()
+        self._queued = 0
+        self._done = 0
+
+    def resources(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
+
+    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
+                 on_wait: Any = None) -> EvalResult:
+        import kernelscope
+        from kernelscope.tools.run import EvalRequest, needs_build, resolve_sources
+
+        s = ensure_dirs(settings)
+        ref_src, cand_src = resolve_sources(req, s)
+        res = self.resources()
+        device = req.device
+        if device == "auto":
+            device = "cuda" if res.get("GPU", 0) >= 1 else "cpu"
+        if device == "cuda" and res.get("GPU", 0) < 1:
+            raise NotAvailable("Evaluating on a GPU through Ray", "the Ray cluster has no GPUs",
+                               "add GPU nodes to the cluster, or pass device='cpu'")
+        if req.gpu is not None:
+            raise InputError("`gpu` picks one of this host's GPUs; with the Ray pool, Ray chooses the GPU.")
+        shipped = EvalRequest.model_validate({**req.model_dump(), "reference": ref_src, "candidate": cand_src,
+                                              "reference_path": None, "candidate_path": None, "device": device})
+        payload = shipped.model_dump_json()
+        version = kernelscope.__version__
+        t0 = time.monotonic()
+        refs: list[Any] = []
+        with self._lock:
+            self._queued += 1
+        try:
+            built: Any = None
+            arch = self.arch if device == "cuda" else None
+            if needs_build(cand_src, arch):
+                built = self._build.options(num_cpus=1).remote(payload, arch, version)
+                refs.append(built)
+            opts = {"num_gpus": 1, "num_cpus": 0} if device == "cuda" else {"num_cpus": 1}
+            ref = self._eval.options(max_retries=0, **opts).remote(payload, built, version)
+            refs.append(ref)
+            while True:
+                ready, _ = self.ray.wait([ref], timeout=0.2)
+                if ready:
+                    break
+                if cancel is not None and cancel.is_set():
+                    for r in refs:
+                        self.ray.cancel(r)
+                    return EvalResult(verdict="invalid", status="error", error="the evaluation was cancelled")
+                if time.monotonic() - t0 > req.timeout_s + 120:  # queued for far too long
+                    for r in refs:
+                        self.ray.cancel(r)
+                    return EvalResult(verdict="invalid", status="timeout",
+                                      error=f"the Ray task did not finish within {req.timeout_s:.0f} s (+120 s "
+                                            "for scheduling): the cluster is busy or short of the resources")
+            try:
+                text = self.ray.get(ref)
+            except self.ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None) or e
+                return EvalResult(verdict="invalid", status="error",
+                                  error=f"the Ray evaluation task failed: {str(cause).strip()[-800:]}")
+            except self.ray.exceptions.RayError as e:
+                return EvalResult(verdict="invalid", status="error",
+                                  error=f"the Ray worker running the evaluation was lost: {str(e)[-500:]}")
+        finally:
+            with self._lock:
+                self._queued -= 1
+                self._done += 1
+        result = EvalResult.model_validate_json(text)
+        result.wall_s = time.monotonic() - t0
+        return result
+
+    def status(self) -> PoolStatus:
+        with self._lock:
+            queued = self._queued
+        return PoolStatus(backend="ray", ray_address=self.address, ray_resources=self.resources(), queued=queued,
+                          note=f"{self._done} evaluation(s) sent so far; Ray places each on a node with a free "
+                               "GPU (or CPU)")
+
+    def close(self) -> None:
+        if self.address == "local" and self.ray.is_initialized():
+            self.ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------------- the pool
+_pool: Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def configure_pool(backend: str = "local", *, ray_address: str | None = None, cpu_workers: int | None = None,
+                   build_workers: int | None = None) -> Pool:
+    """Choose this process's evaluation pool (the server does this from its command line)."""
+    global _pool
+    with _pool_lock:
+        old = _pool
+        if backend == "local":
+            _pool = LocalPool(cpu_workers=cpu_workers, build_workers=build_workers)
+        elif backend == "ray":
+            _pool = RayPool(ray_address, local_cpus=cpu_workers)
+        else:
+            raise InputError(f"Unknown evaluation pool {backend!r}: use local or ray.")
+        if old is not None and old is not _pool:
+            old.close()
+        return _pool
+
+
+def current_pool() -> Pool:
+    """The configured pool; by default the local one (``KERNELSCOPE_POOL=ray`` picks Ray, at
+    ``KERNELSCOPE_RAY_ADDRESS``)."""
+    if _pool is None:
+        backend = os.environ.get("KERNELSCOPE_POOL", "local")
+        if _pool is None:
+            return configure_pool(backend, ray_address=os.environ.get("KERNELSCOPE_RAY_ADDRESS"))
+    assert _pool is not None
+    return _pool

@@ -10,7 +10,8 @@ flight (the sequential search), then every GPU with one evaluation in flight per
 expanded per round, virtual loss). The rate is evaluations per minute between the first and the last
 evaluation (server start-up excluded, the same for both); the target is >= 1.8x on 2 GPUs.
 
-``ray`` evaluates the same small candidate again and again, one at a time, through the local pool and
+``ray`` evaluates a small candidate again and again, each time with a new source (as a search does,
+so no build is cached), one at a time, through the local pool and
 through the Ray pool on a local Ray cluster started here, after warm-up on both, and reports the median
 wall time per evaluation and the difference (Ray's overhead per task: scheduling, shipping the sources
 and the result).
@@ -24,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,8 +103,10 @@ def cmd_ray(args: argparse.Namespace) -> None:
     if args.device == "cuda":
         ref, cand = ((PROBLEMS / "softmax" / n).read_text() for n in ("reference.py", "better.py"))
 
-    def req() -> EvalRequest:
-        return EvalRequest(reference=ref, candidate=cand, device=args.device, trials=2, timing_budget_s=0.1,
+    def req() -> EvalRequest:  # a new source each time (a nonce comment), as in a search: nothing cached
+        nonce = f"# nonce {uuid.uuid4().hex}\n" if args.device == "cpu" else None
+        src = nonce + cand if nonce else cand.replace('extern "C"', f"// nonce {uuid.uuid4().hex}\n" + 'extern "C"', 1)
+        return EvalRequest(reference=ref, candidate=src, device=args.device, trials=2, timing_budget_s=0.1,
                            min_runs=5, max_runs=50)
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

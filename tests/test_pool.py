@@ -117,6 +117,33 @@ def test_gpu_slots_say_when_a_new_job_would_wait_and_count_their_work() -> None:
         pass
 
 
+def test_a_ray_node_ships_a_source_it_built_before_without_building_again(
+        kernelscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelscope
+    from kernelscope.tools import pool as pool_mod
+    from kernelscope.tools import run as run_mod
+
+    calls: list[str | None] = []
+
+    def fake_build(req, s, builds: Path, arch):  # type: ignore[no-untyped-def]
+        calls.append(arch)  # the build step itself (NVRTC, extension builds) is exercised on the GPU
+        (builds / "nvrtc").mkdir(parents=True)
+        (builds / "nvrtc" / f"{len(calls)}.cubin").write_bytes(b"cubin")
+        return 0.5, ("failed" if "broken" in req.candidate else None)
+
+    monkeypatch.setattr(run_mod, "build_only", fake_build)
+    v = kernelscope.__version__
+    first = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_90", v)
+    again = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_90", v)
+    other = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_100", v)
+    assert calls == ["sm_90", "sm_100"] and first["build_s"] == 0.5 and again["build_s"] == 0.0
+    assert again["packed"] == first["packed"] and other["packed"] != first["packed"]
+    for _ in range(2):  # a failed build is never kept: the next evaluation tries again
+        assert pool_mod._ray_build(request(OK + "# broken\n").model_dump_json(), "sm_90", v)["note"] == "failed"
+    assert len(calls) == 4
+    assert "error" in pool_mod._ray_build(request(OK).model_dump_json(), "sm_90", "0.0.0-other")
+
+
 def test_build_outputs_travel_as_files_and_nothing_else(tmp_path: Path) -> None:
     src = tmp_path / "built"
     (src / "nvrtc").mkdir(parents=True)

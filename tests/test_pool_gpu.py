@@ -88,3 +88,27 @@ async def test_optimize_keeps_both_gpus_busy(tmp_path: Path) -> None:
     s = await optimize(cfg)
     assert s.parallel == len(gpu_pool()) and s.evaluations == 10 and s.best_status == "correct"
     assert set(s.workers) == {f"gpu{v}" for v in gpu_pool().visible} and sum(s.workers.values()) == 10
+
+
+def test_ray_pool_schedules_evaluations_on_every_gpu() -> None:
+    ray = pytest.importorskip("ray", reason="the Ray backend needs the `ray` extra")
+    from kernelscope.tools.pool import RayPool
+
+    n = len(gpu_pool())
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=4, num_gpus=n, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        pool = RayPool()
+        assert pool.status().ray_resources.get("GPU") == n
+        better = (SOFTMAX / "better.py").read_text()
+        with ThreadPoolExecutor(2 * n) as ex:
+            results = list(ex.map(pool.evaluate, [request(fresh(better)) for _ in range(3 * n)]))
+        assert all(r.correctness and r.correctness.correct for r in results), [r.error for r in results]
+        # Ray gave each task one GPU (CUDA_VISIBLE_DEVICES set per task): every GPU evaluated something
+        used = {(r.worker or "").rsplit("/", 1)[-1] for r in results}
+        assert used == {f"gpu{i}" for i in range(n)}, [r.worker for r in results]
+        # the cubins were built by Ray's CPU build tasks and shipped to the GPU tasks
+        assert all(r.build_s and not r.build_note for r in results), [(r.build_s, r.build_note) for r in results]
+    finally:
+        ray.shutdown()

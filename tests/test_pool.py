@@ -268,3 +268,43 @@ async def test_the_server_sends_evaluations_to_ray(tmp_path: Path) -> None:
             assert ev["worker"].startswith("ray:")
         bad = await c.call_tool("run", {"mode": "eval", "reference": REFERENCE, "candidate": OK, "device": "cuda"})
         assert bad.is_error and "has no GPUs" in "".join(getattr(b, "text", "") for b in bad.content)
+
+
+@pytest.mark.anyio
+async def test_the_servers_parallel_evaluations_land_on_different_workers(tmp_path: Path) -> None:
+    """`kernelscope serve --cpu-workers 2` over stdio: a client's two `run` calls at once run side by side on
+    the two CPU workers of the local pool (on a GPU host, the same path gives each its own GPU)."""
+    import os
+    import sys
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH")}
+    env["KERNELSCOPE_HOME"] = str(tmp_path)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kernelscope", "serve", "--home", str(tmp_path), "--root", str(tmp_path),
+                                      "--cpu-workers", "2", "--build-workers", "1"],
+        env=env, cwd=str(tmp_path))
+    async with Client(params) as c:
+        caps = (await c.call_tool("capabilities", {})).structured_content
+        assert caps["pool"]["backend"] == "local"
+        assert [w["name"] for w in caps["pool"]["workers"] if w["kind"] == "cpu"] == ["cpu0", "cpu1"]
+        await c.call_tool("run", {"mode": "eval", **request(OK).model_dump(  # warm the fork server
+            include={"reference", "candidate", "device", "trials", "timing_budget_s", "timeout_s"})})
+        answers: list = []
+
+        async def one(i: int) -> None:
+            args = request(sleepy(2.0, str(i))).model_dump(include={"reference", "candidate", "device", "trials",
+                                                                    "timing_budget_s", "timeout_s"})
+            answers.append(await c.call_tool("run", {"mode": "eval", **args}))
+
+        t0 = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            for i in range(2):
+                tg.start_soon(one, i)
+        wall = time.monotonic() - t0
+        evs = [r.structured_content["eval"] for r in answers]
+        assert all(not r.is_error for r in answers) and all(e["correctness"]["correct"] for e in evs), answers
+        assert {e["worker"] for e in evs} == {"cpu0", "cpu1"}
+        assert wall < 2 * 2.0 + 1.5, wall  # side by side, not one after the other

@@ -365,26 +365,32 @@ _pool_lock = threading.Lock()
 def configure_pool(backend: str = "local", *, ray_address: str | None = None, cpu_workers: int | None = None,
                    build_workers: int | None = None) -> Pool:
     """Choose this process's evaluation pool (the server does this from its command line)."""
-    global _pool
     with _pool_lock:
-        old = _pool
-        if backend == "local":
-            _pool = LocalPool(cpu_workers=cpu_workers, build_workers=build_workers)
-        elif backend == "ray":
-            _pool = RayPool(ray_address, local_cpus=cpu_workers)
-        else:
-            raise InputError(f"Unknown evaluation pool {backend!r}: use local or ray.")
-        if old is not None and old is not _pool:
-            old.close()
-        return _pool
+        return _set_pool(backend, ray_address, cpu_workers, build_workers)
+
+
+def _set_pool(backend: str, ray_address: str | None, cpu_workers: int | None, build_workers: int | None) -> Pool:
+    global _pool
+    old = _pool
+    if backend == "local":
+        _pool = LocalPool(cpu_workers=cpu_workers, build_workers=build_workers)
+    elif backend == "ray":
+        _pool = RayPool(ray_address, local_cpus=cpu_workers)
+    else:
+        raise InputError(f"Unknown evaluation pool {backend!r}: use local or ray.")
+    if old is not None and old is not _pool:
+        old.close()
+    return _pool
 
 
 def current_pool() -> Pool:
     """The configured pool; by default the local one (``KERNELSCOPE_POOL=ray`` picks Ray, at
     ``KERNELSCOPE_RAY_ADDRESS``)."""
-    if _pool is None:
-        backend = os.environ.get("KERNELSCOPE_POOL", "local")
-        if _pool is None:
-            return configure_pool(backend, ray_address=os.environ.get("KERNELSCOPE_RAY_ADDRESS"))
-    assert _pool is not None
-    return _pool
+    pool = _pool
+    if pool is not None:
+        return pool
+    with _pool_lock:  # two first callers at once get one pool
+        if _pool is not None:
+            return _pool
+        return _set_pool(os.environ.get("KERNELSCOPE_POOL", "local"), os.environ.get("KERNELSCOPE_RAY_ADDRESS"),
+                         None, None)

@@ -263,8 +263,19 @@ class MCTS:
 
 
 # ------------------------------------------------------------------------------------------- baselines
+class _Baseline:
+    """What the baselines share: nothing to update when a result comes in, and one step = propose and
+    evaluate."""
+
+    def complete(self, st: SearchState, node: Node) -> None:
+        pass
+
+    def step(self, st: SearchState) -> bool:
+        return _step(self, st)  # type: ignore[arg-type]
+
+
 @dataclass
-class Greedy:
+class Greedy(_Baseline):
     """Hill climbing: always expand the best candidate found so far that still has untried children."""
 
     name: str = "greedy"
@@ -280,15 +291,9 @@ class Greedy:
             return st.begin(node, cand)
         return None
 
-    def complete(self, st: SearchState, node: Node) -> None:
-        pass
-
-    def step(self, st: SearchState) -> bool:
-        return _step(self, st)
-
 
 @dataclass
-class Beam:
+class Beam(_Baseline):
     """Beam search: expand the ``width`` best candidates that still have untried children, in turn."""
 
     width: int = 3
@@ -309,15 +314,9 @@ class Beam:
                 return st.begin(node, cand)
         return None
 
-    def complete(self, st: SearchState, node: Node) -> None:
-        pass
-
-    def step(self, st: SearchState) -> bool:
-        return _step(self, st)
-
 
 @dataclass
-class RandomSearch:
+class RandomSearch(_Baseline):
     """Uniform random candidates from the whole space (children of the root in the tree)."""
 
     seed: int = 0
@@ -329,12 +328,6 @@ class RandomSearch:
     def propose(self, st: SearchState) -> Pending | None:
         cand = st.expander.sample(self._rng, st.seen)
         return None if cand is None else st.begin(st.root, cand)
-
-    def complete(self, st: SearchState, node: Node) -> None:
-        pass
-
-    def step(self, st: SearchState) -> bool:
-        return _step(self, st)
 
 
 class _Inline(Executor):

@@ -239,8 +239,9 @@ class CudaKernel:
         """The exact NVRTC options for a build for ``arch`` (``sm_90`` ...): the cache key with the source."""
         options = [*self.options, *(cutlass_options() if self.cutlass else []), f"-arch={arch}",
                    "--device-as-default-execution-space"]
-        if not self.cutlass and not any(o.startswith("-I") for o in self.options) and toolkit_include():
-            options.append(f"-I{toolkit_include()}")
+        inc = toolkit_include() if not self.cutlass and not any(o.startswith("-I") for o in self.options) else None
+        if inc:
+            options.append(f"-I{inc}")
         return options
 
     def target_for(self, device_arch: str) -> str:

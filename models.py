@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 Severity = Literal["info", "warning", "high", "critical"]
 
@@ -217,6 +217,8 @@ class PoolStatus(BaseModel):
     ray_resources: dict[str, float] = Field(default_factory=dict, description="The Ray cluster's total resources.")
     note: str | None = None
 
+    @computed_field(description="GPUs evaluations can run on at once: the local GPU workers, or the Ray "  # type: ignore[prop-decorator]
+                                "cluster's GPUs.")
     @property
     def gpu_workers(self) -> int:
         return sum(w.kind == "gpu" for w in self.workers) if self.backend == "local" else \

@@ -296,10 +296,7 @@ def resolve_parallel(caps: dict[str, Any], cfg: OptimizeConfig) -> int:
         return cfg.parallel
     if cfg.device == "cpu":
         return 1
-    pool = caps.get("pool") or {}
-    if pool.get("backend") == "ray":
-        return max(1, int((pool.get("ray_resources") or {}).get("GPU", 0)))
-    return max(1, sum(1 for w in pool.get("workers") or [] if w.get("kind") == "gpu"))
+    return max(1, int((caps.get("pool") or {}).get("gpu_workers") or 0))
 
 
 def _analysis_available(caps: dict[str, Any], cfg: OptimizeConfig) -> tuple[bool, str | None]:

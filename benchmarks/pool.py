@@ -32,19 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROBLEMS, REPO, device_line, table, use_private_store
 
 
-def visible_gpus() -> list[str]:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver: no GPUs
-        return []
-
-
 def search_rate(problem: str, budget: int, gpus: list[str], parallel: int, out: Path) -> dict[str, object]:
     import anyio
 
@@ -68,7 +55,9 @@ def search_rate(problem: str, budget: int, gpus: list[str], parallel: int, out: 
 
 
 def cmd_gpus(args: argparse.Namespace) -> None:
-    ids = visible_gpus()
+    from kernelscope.sandbox.gpu import GpuPool
+
+    ids = GpuPool.from_environment().visible  # what the server would see (CUDA_VISIBLE_DEVICES honoured)
     if not ids:
         raise SystemExit("no GPU here: `gpus` measures evaluations per minute on real GPUs")
     configs = [([ids[0]], 1)]

@@ -27,8 +27,13 @@ class Lease:
 
     @property
     def worker(self) -> str:
-        """The worker's name: ``gpu0`` for the GPU whose CUDA_VISIBLE_DEVICES value is 0, ``cpu1`` ..."""
-        return self.visible if self.kind != "gpu" else f"gpu{self.visible}"
+        return worker_name(self.kind, self.visible)
+
+
+def worker_name(kind: str, visible: str) -> str:
+    """A slot's worker name: ``gpu0`` for the GPU whose CUDA_VISIBLE_DEVICES value is 0; a CPU or build
+    slot is named by its own id (``cpu1``, ``build0``)."""
+    return f"gpu{visible}" if kind == "gpu" else visible
 
 
 @dataclass

@@ -308,3 +308,21 @@ async def test_the_servers_parallel_evaluations_land_on_different_workers(tmp_pa
         assert all(not r.is_error for r in answers) and all(e["correctness"]["correct"] for e in evs), answers
         assert {e["worker"] for e in evs} == {"cpu0", "cpu1"}
         assert wall < 2 * 2.0 + 1.5, wall  # side by side, not one after the other
+
+
+def test_optimize_keeps_one_evaluation_in_flight_per_gpu_the_capabilities_report(tmp_path: Path) -> None:
+    from kernelscope.agent.optimize import OptimizeConfig, resolve_parallel
+    from kernelscope.models import PoolStatus, WorkerStatus
+
+    def caps(pool: PoolStatus) -> dict:  # as the agent receives it: the capabilities tool's JSON
+        return {"pool": pool.model_dump(mode="json")}
+
+    gpu = [WorkerStatus(name=f"gpu{i}", kind="gpu", busy=False, jobs=0, busy_s=0.0) for i in range(3)]
+    local = PoolStatus(backend="local", workers=[*gpu, WorkerStatus(name="cpu0", kind="cpu", busy=False, jobs=0,
+                                                                    busy_s=0.0)])
+    ray = PoolStatus(backend="ray", ray_resources={"CPU": 64.0, "GPU": 8.0})
+    cfg = OptimizeConfig(reference=tmp_path / "r.py", candidate=tmp_path / "c.py", out=tmp_path / "o", device="cuda")
+    assert resolve_parallel(caps(local), cfg) == 3 and resolve_parallel(caps(ray), cfg) == 8
+    assert resolve_parallel(caps(PoolStatus(backend="local")), cfg) == 1 and resolve_parallel({}, cfg) == 1
+    assert resolve_parallel(caps(local), cfg.model_copy(update={"parallel": 2})) == 2
+    assert resolve_parallel(caps(local), cfg.model_copy(update={"device": "cpu"})) == 1

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from kernelscope.config import Settings, ensure_dirs, get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import EvalResult, PoolStatus, WorkerStatus
-from kernelscope.sandbox.gpu import GpuPool, gpu_pool
+from kernelscope.sandbox.gpu import GpuPool, gpu_pool, worker_name
 
 log = logging.getLogger("kernelscope.tools.pool")
 
@@ -113,7 +113,7 @@ class LocalPool:
         for slots in (self.gpus, self.cpus, self.builds):
             busy = slots.busy()
             for i, st in enumerate(slots.stats()):
-                name = f"gpu{slots.visible[i]}" if slots.kind == "gpu" else slots.visible[i]
+                name = worker_name(slots.kind, slots.visible[i])
                 workers.append(WorkerStatus(
                     name=name, kind=slots.kind, busy=busy[i], jobs=st.jobs,  # type: ignore[arg-type]
                     busy_s=round(st.busy_s, 3),
@@ -137,6 +137,13 @@ def _pack(folder: Path) -> bytes:
     return buf.getvalue()
 
 
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write ``path`` so that readers (other workers, other tasks) see the whole file or none of it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def _unpack(data: bytes, folder: Path) -> int:
     """Unpack a build's outputs into ``folder`` (regular files only, every path inside it); returns the
     number of files written. Files already there are kept (the names are content keys)."""
@@ -154,9 +161,7 @@ def _unpack(data: bytes, folder: Path) -> int:
             src = tar.extractfile(m)
             if src is None:
                 continue
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_bytes(src.read())
-            os.replace(tmp, target)
+            _write_whole(target, src.read())
             n += 1
     return n
 
@@ -189,9 +194,7 @@ def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
         data = _pack(Path(d))
     if note is None:
         packed.parent.mkdir(parents=True, exist_ok=True)
-        tmp = packed.with_name(f".{packed.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(data)
-        os.replace(tmp, packed)
+        _write_whole(packed, data)
     return {"packed": data, "build_s": took, "note": note, "node": _node_name()}
 
 

@@ -120,10 +120,10 @@ def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> 
     return src
 
 
-def _resolve_device(device: str, gpus: GpuPool | None = None) -> str:
+def _resolve_device(device: str, gpus: GpuPool) -> str:
     import importlib.util
 
-    n_gpus = len(gpus if gpus is not None else gpu_pool())
+    n_gpus = len(gpus)
     if importlib.util.find_spec("torch") is None:
         raise NotAvailable("Evaluating candidates", "torch is not importable in kernelscope's Python environment",
                            "pip install 'kernelscope[gpu]' (torch and CuPy), or torch's CPU build to evaluate on CPU")

@@ -96,3 +96,14 @@ def test_trace_counts_stand_in_for_a_light_stage_of_first_launches() -> None:
     assert by["slice_scale_bias"].total_duration_ns == pytest.approx(totals["slice_scale_bias"][1])
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
     assert all(f.rule != "launch.many-small-launches" for f in by["full_scale_bias"].findings)
+
+
+def test_light_stage_scope_counts_launch_configurations_from_the_trace() -> None:
+    """The recorded 257-launch trace has two kernels, each always launched with one grid and block: the
+    light stage then profiles two launches (one per configuration)."""
+    from kernelscope.tools.profiling import _launch_configs
+    from kernelscope.tools.timeline import load_cupti
+
+    tl = load_cupti(FIX.parent / "trace" / "many-tiny-launches")
+    assert _launch_configs(tl) == {("slice_scale_bias", (16, 1, 1), (256, 1, 1)),
+                                   ("full_scale_bias", (4096, 1, 1), (256, 1, 1))}

@@ -97,8 +97,20 @@ def test_analyze_many_launches_uses_the_trace_for_counts() -> None:
     assert res.status == "ok", res.explanation
     names = [s.name for s in res.stages]
     assert names[:2] == ["trace", "light"]
-    assert res.launches_profiled <= 2  # each kernel's first launch; the trace counted all 257
+    assert res.launches_profiled <= 2  # one per kernel and launch configuration; the trace counted all 257
     by = {k.mangled_name: k for k in res.kernels}
     assert by["slice_scale_bias"].launches == 256
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
     assert res.system is not None and res.system.launches == 257
+
+
+def test_analyze_on_an_application_profiles_each_launch_configuration_once() -> None:
+    """mini_gpt launches 8 kernels 102 times in 2 forward passes, matmul_bias with 4 grid shapes: the light
+    stage profiles one launch per kernel and configuration, the trace still counts every launch."""
+    res = analyze(AnalyzeRequest(artifact_id=_exe(REPO / "examples/apps/mini_gpt.cu"), args=["2"]))
+    assert res.status == "ok", res.explanation
+    assert res.system is not None and res.system.launches == 102
+    assert res.kernels_total == 8
+    assert 8 <= res.launches_profiled <= 12  # one per (kernel, grid, block), not 102
+    assert res.kernels and all(k.launches >= 8 for k in res.kernels)  # counts from the trace
+    assert [s.name for s in res.stages] == ["trace", "light", "deep", "rules"]

@@ -9,7 +9,8 @@ the clocks it would run at in production; builds from the compile tool carry ``-
 report imports the source, so per-line counters name source lines.
 
 ``analyze`` is the two-stage flow: a light capture (speed of light, launch statistics, occupancy and
-the roofline counters) of every launch, a bottleneck class per kernel, then one deep capture of the
+the roofline counters) of every launch (of each kernel and launch configuration's first when a CUPTI
+trace of the program has counted and timed them all), a bottleneck class per kernel, then one deep capture of the
 first launch of the kernels that take the most time, with the sections and the rule metrics that
 class calls for; every rule runs over the merged profile, with SASS and ptxas evidence where the
 target is a compiled artifact.
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,6 +71,10 @@ class NcuOptions(BaseModel):
     launch_skip: int = Field(0, ge=0, le=1_000_000, description="Matching launches to skip first.")
     launch_count: int | None = Field(None, ge=1, le=10_000, description="Matching launches to profile "
                                                                          "(default: all, up to 10000).")
+    filter_mode: Literal["global", "per-launch-config"] = Field(
+        "global", description="per-launch-config: launch_skip and launch_count count the launches of each launch "
+                              "configuration (kernel, grid, block, shared memory) apart; launch_count=1 then "
+                              "profiles the first launch of every distinct configuration.")
     clock_control: Literal["none", "base"] = Field("none", description="none: the GPU's own clocks (default); "
                                                                       "base: lock to base clock (ncu's default).")
     cache_control: Literal["all", "none"] = Field("all", description="all: flush caches before each replay pass.")
@@ -195,6 +201,11 @@ def run_capture(prep: Prepared, opts: NcuOptions, *, ws: Path, lease: Lease, s: 
         flags += ["--section", sec]
     if opts.metrics:
         flags += ["--metrics", ",".join(opts.metrics)]
+        if not opts.sections and not opts.section_set:
+            # named metrics only: an empty section folder spares ncu loading every section file and its
+            # Python rules at start-up (a fixed cost of every run)
+            (ws / "no-sections").mkdir(exist_ok=True)
+            flags += ["--section-folder", str(ws / "no-sections")]
     if kernel_id is not None:
         flags += ["--kernel-name-base", "mangled", "--kernel-id", kernel_id]
     else:
@@ -204,6 +215,8 @@ def run_capture(prep: Prepared, opts: NcuOptions, *, ws: Path, lease: Lease, s: 
             flags += ["--launch-skip", str(opts.launch_skip)]
     if opts.launch_count:
         flags += ["--launch-count", str(opts.launch_count)]
+    if opts.filter_mode != "global":
+        flags += ["--filter-mode", opts.filter_mode]
     flags += prep.ncu_flags
     argv = [str(ncu), "--export", str(ws / name), "--force-overwrite", "--log-file", str(log_path), *flags,
             *prep.argv]
@@ -460,6 +473,11 @@ def _trace_totals(traced: Any) -> Totals | None:
     return {k.mangled_name: (k.count, k.total_ns) for k in traced[0].kernels if k.mangled_name}
 
 
+def _launch_configs(tl: Any) -> set[tuple[Any, ...]]:
+    """The distinct (kernel, grid, block) of a traced timeline's launches."""
+    return {(o.mangled or o.name, o.grid, o.block) for o in tl.ops if o.kind == "kernel"}
+
+
 def _launches(name: str, ks: list[KernelProfile], totals: Totals | None) -> int:
     return totals[name][0] if totals and name in totals else len(ks)
 
@@ -561,7 +579,6 @@ def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
                              f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
 
 
-LIGHT_ALL_LAUNCHES = 64  # up to this many launches the light stage profiles them all; beyond, each kernel's first
 TRACE_AFTER_LAUNCHES = 16  # eval mode: the light stage seeing this many launches calls the trace stage
 
 
@@ -628,6 +645,12 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
     traced: Any = None
     with Workspace(prefix="analyze-") as ws:
         prep = prepare_target(req, ws.path, s)
+        # the program's SASS and ptxas evidence is CPU work: it runs while the GPU stages do
+        evidence = None
+        if req.sass and prep.artifact_id:
+            ex = ThreadPoolExecutor(1, thread_name_prefix="analyze-evidence")
+            evidence = ex.submit(artifact_evidence, prep.artifact_id)
+            ex.shutdown(wait=False)
         with _lease(req.gpu, cancel, on_wait) as lease:
             # ---- stage 0: the timeline (CUPTI): launches per kernel, their real durations, host overhead
             if trace_first:
@@ -636,12 +659,18 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 stages.append(st)
                 notes += n
             # ---- stage 1: light capture, class per kernel
-            kid = None
-            user_filters = req.kernel_regex is not None or req.launch_skip > 0
-            if traced is not None and traced[0].launches > LIGHT_ALL_LAUNCHES and not user_filters:
-                kid = "::regex:.*:1"  # each kernel's first launch; the trace counts and times all of them
-            note("stage 1: speed of light, launch and occupancy"
-                 + (" of each kernel's first launch" if kid else " of every launch"))
+            kid, scope = None, "of every launch"
+            if traced is not None and req.kernel_regex is None and req.launch_skip == 0:
+                # the trace counts and times every launch, so the light stage needs one launch of each
+                # kernel and launch configuration (grid, block, shared memory), or of each kernel where the
+                # configurations are too many (shapes that change every launch)
+                if len(_launch_configs(traced[3])) <= req.launch_count:
+                    light_opts = light_opts.model_copy(update={"launch_count": 1,
+                                                               "filter_mode": "per-launch-config"})
+                    scope = "of the first launch of each kernel and launch configuration"
+                else:
+                    kid, scope = "::regex:.*:1", "of each kernel's first launch"
+            note(f"stage 1: speed of light, launch and occupancy {scope}")
             t0 = time.monotonic()
             cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
                                      timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
@@ -697,7 +726,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                                   "use the light stage only.")
         # ---- rules over the merged profiles, with SASS/ptxas evidence
         t0 = time.monotonic()
-        sass, ptxas = artifact_evidence(prep.artifact_id) if req.sass and prep.artifact_id else ([], [])
+        sass, ptxas = evidence.result() if evidence is not None else ([], [])
         diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
                                         overrides=req.overrides, totals=totals)
         stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3),

@@ -5,6 +5,12 @@ kernel, silence on its fixed twin, and the wall time of the two-stage analyze ag
     python benchmarks/analyze_planted.py                      # all cases, with the --set full baseline
     python benchmarks/analyze_planted.py --cases 01,07 --no-full
     python benchmarks/analyze_planted.py --save-fixtures tests/fixtures/planted   # regenerate the fixtures
+    python benchmarks/analyze_planted.py --apps               # the applications instead (see APPS)
+
+--apps runs the same comparison on programs that launch their kernels many times, as applications do
+(examples/apps/mini_gpt.cu, examples/system/copy_loop.cu), and adds a second baseline: `--set full` on
+the first launch of each kernel only (`--kernel-id ::regex:.*:1`), what an expert who knows the
+program would ask ncu for.
 
 Needs an NVIDIA GPU with Nsight Compute. --save-fixtures writes, per case, the light and deep reports
 analyze captured, the compile result (ptxas resources) and the SASS statistics of the program, which
@@ -20,12 +26,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, device_line, table, use_private_store
 
 PLANTED = REPO / "examples" / "planted"
+# name: (source, program arguments)
+APPS: dict[str, tuple[Path, list[str]]] = {
+    "mini_gpt (2 forward passes)": (REPO / "examples" / "apps" / "mini_gpt.cu", ["2"]),
+    "copy_loop": (REPO / "examples" / "system" / "copy_loop.cu", []),
+    "copy_loop fixed": (REPO / "examples" / "system" / "copy_loop.cu", ["fixed"]),
+}
+FULL = ["--set", "full", "--import-source", "yes", "--clock-control", "none", "--launch-count", "512"]
 
 
 def cases(selected: list[str] | None) -> list[Path]:
@@ -51,6 +65,64 @@ def check(case: dict, cu_name: str, line: int, result: object) -> dict:
     return row
 
 
+def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float:
+    """Seconds of one `ncu --set full` run of the program (staged as analyze stages it)."""
+    from kernelscope.tools.run import stage_program
+    from kernelscope.tools.toolchain import require
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = stage_program(exe, Path(tmp))
+        t0 = time.monotonic()
+        r = subprocess.run([str(require("ncu")), *FULL, *extra, "-f", "-o", f"{tmp}/full", str(prog), *args],
+                           capture_output=True, text=True)
+        took = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"ncu --set full failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return took
+
+
+def apps() -> int:
+    """analyze against `ncu --set full` (every launch, and each kernel's first launch) on the applications."""
+    from kernelscope.tools.artifacts import get_store
+    from kernelscope.tools.compile import CompileRequest, compile_cuda
+    from kernelscope.tools.profiling import AnalyzeRequest, analyze
+
+    rows, tot = [], [0.0, 0.0, 0.0]
+    for name, (src, argv) in APPS.items():
+        comp = compile_cuda(CompileRequest(source=src.read_text(), filename=src.name, output="executable",
+                                           flags=["-O3"]))
+        if not comp.success or comp.artifact_id is None:
+            print(f"{name}: compile failed\n{comp.log}", file=sys.stderr)
+            return 1
+        exe = Path(str(get_store().require(comp.artifact_id).path("executable")))
+        t0 = time.monotonic()
+        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, args=argv, timeout_s=600))
+        t_an = time.monotonic() - t0
+        if res.status != "ok":
+            print(f"{name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
+            return 1
+        t_full = full_capture(exe, argv)
+        t_first = full_capture(exe, argv, ["--kernel-id", "::regex:.*:1"])
+        stage = {st.name: st.wall_s for st in res.stages}
+        launches = res.system.launches if res.system else res.launches_profiled
+        found = "; ".join(f"{k.name}: {k.bottleneck.cls}, {k.findings[0].rule if k.findings else '-'}"
+                          for k in res.kernels)
+        rows.append([name, launches, res.kernels_total, found, *(round(stage.get(n, 0), 2) for n in
+                     ("trace", "light", "deep", "rules")), round(t_an, 2), round(t_full, 2),
+                     f"{100 * t_an / t_full:.0f}%", round(t_first, 2), f"{100 * t_an / t_first:.0f}%"])
+        for i, v in enumerate((t_an, t_full, t_first)):
+            tot[i] += v
+        print(f"{name}: analyze {t_an:.1f} s, full {t_full:.1f} s, full on first launches {t_first:.1f} s",
+              file=sys.stderr, flush=True)
+    print(device_line())
+    print(table(["program", "launches", "kernels", "analyze: top kernels (class, top finding)", "trace s",
+                 "light s", "deep s", "rules s", "analyze s", "full s", "analyze/full", "full 1st s",
+                 "analyze/full 1st"], rows))
+    print(f"\ntotal: analyze {tot[0]:.1f} s; ncu --set full {tot[1]:.1f} s ({100 * tot[0] / tot[1]:.0f}%); "
+          f"--set full on each kernel's first launch {tot[2]:.1f} s ({100 * tot[0] / tot[2]:.0f}%)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", help="comma-separated case prefixes (default: all)")
@@ -58,17 +130,19 @@ def main() -> int:
     ap.add_argument("--skip-full", default="", help="comma-separated case prefixes without the baseline")
     ap.add_argument("--save-fixtures", type=Path, help="write each case's reports and evidence here")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--apps", action="store_true", help="the applications (APPS) instead of the planted suite")
     args = ap.parse_args()
 
     use_private_store()
+    if args.apps:
+        return apps()
     from kernelscope.tools.artifacts import get_store
     from kernelscope.tools.compile import CompileRequest, compile_cuda
     from kernelscope.tools.profiling import AnalyzeRequest, analyze
-    from kernelscope.tools.run import stage_program
     from kernelscope.tools.sass import sass_for_artifact
     from kernelscope.tools.toolchain import require
 
-    ncu = str(require("ncu"))
+    require("ncu")  # a clear error before any compile when Nsight Compute is missing
     rows, raw = [], []
     for d in cases(args.cases.split(",") if args.cases else None):
         case = json.loads((d / "case.json").read_text())
@@ -86,17 +160,7 @@ def main() -> int:
             print(f"{d.name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
         t_full = None
         if not args.no_full and not any(d.name.startswith(p) for p in args.skip_full.split(",") if p):
-            exe = get_store().require(comp.artifact_id).path("executable")
-            with tempfile.TemporaryDirectory() as tmp:
-                prog = stage_program(exe, Path(tmp))  # type: ignore[arg-type]  # as analyze does
-                t0 = time.monotonic()
-                r = subprocess.run([ncu, "--set", "full", "--import-source", "yes", "--clock-control", "none",
-                                    "--launch-count", "512", "-f", "-o", f"{tmp}/full", str(prog)],
-                                   capture_output=True, text=True)
-                t_full = time.monotonic() - t0
-                if r.returncode != 0:
-                    print(f"{d.name}: ncu --set full failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}", file=sys.stderr)
-                    return 1
+            t_full = full_capture(Path(str(get_store().require(comp.artifact_id).path("executable"))), [])
         chk = check(case, cu.name, planted_line(cu), res)
         stage = {st.name: st.wall_s for st in res.stages}
         rows.append([d.name, f"{case['expected_class']} / {chk['class']}", "ok" if chk["class_ok"] else "WRONG",

@@ -664,7 +664,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 # the trace counts and times every launch, so the light stage needs one launch of each
                 # kernel and launch configuration (grid, block, shared memory), or of each kernel where the
                 # configurations are too many (shapes that change every launch)
-                if len(_launch_configs(traced[3])) <= req.launch_count:
+                if req.launch_count is None or len(_launch_configs(traced[3])) <= req.launch_count:
                     light_opts = light_opts.model_copy(update={"launch_count": 1,
                                                                "filter_mode": "per-launch-config"})
                     scope = "of the first launch of each kernel and launch configuration"

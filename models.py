@@ -265,6 +265,19 @@ class TimingStats(BaseModel):
     cv_pct: float = Field(description="Coefficient of variation, 100 * stdev / mean.")
 
 
+class FlushProbe(BaseModel):
+    """The L2 flush before every timed call (a memset) doubles as a probe of other memory traffic on the GPU."""
+    flush_mb: int
+    quiet_us: float = Field(description="The flush's quiet time: the 10th percentile over the timed rounds.")
+    median_us: float
+    max_us: float
+    rounds: int = Field(description="Timed rounds (one call of each side per round).")
+    rounds_slow: int = Field(description="Rounds whose flush ran more than 10% over its quiet time.")
+    rounds_dropped: int = Field(description="Rounds left out of the timings: the slow ones and the round after "
+                                            "each (none when fewer than min_runs and fewer than half stayed quiet: "
+                                            "then the note says so).")
+
+
 class Speedup(BaseModel):
     baseline: Literal["eager", "compile"]
     speedup: float = Field(description="median(reference) / median(candidate).")
@@ -327,6 +340,7 @@ class EvalResult(BaseModel):
         default_factory=dict, description="'candidate', 'reference' (eager), 'reference_compile' if asked.")
     speedups: list[Speedup] = Field(default_factory=list)
     candidate_synced_us_per_call: float | None = None
+    flush_probe: FlushProbe | None = Field(None, description="Other memory traffic seen while timing (GPU only).")
     energy: dict[str, EnergyReading] = Field(default_factory=dict)
     flags: list[CheatFlag] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

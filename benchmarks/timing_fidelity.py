@@ -126,13 +126,19 @@ def main() -> None:
     for name in args.kernels.split(","):
         prob = PROBLEMS / name
         ref, better = prob / "reference.py", prob / "better.py"
-        meds = [evaluate(ref, better).timings["candidate"].median_us for _ in range(args.calls)]
+        runs = [evaluate(ref, better) for _ in range(args.calls)]
+        meds = [r.timings["candidate"].median_us for r in runs]
+        probes = [r.flush_probe for r in runs if r.flush_probe is not None]
         med = sorted(meds)[len(meds) // 2]
         spread = 100.0 * (max(meds) - min(meds)) / med
         db = _in_subprocess("--do-bench-child", str(better), str(ref))
         repro_rows.append([name, med, spread, "yes" if spread < 1.0 else "NO", db, 100.0 * (med - db) / db,
-                           "yes" if abs(med - db) / db < 0.03 else "NO"])
-        print(f"{name}: medians {[round(m, 2) for m in meds]} do_bench {db:.2f}", file=sys.stderr)
+                           "yes" if abs(med - db) / db < 0.03 else "NO",
+                           " ".join(f"{p.quiet_us:.1f}/{p.median_us:.1f}" for p in probes),
+                           " ".join(str(p.rounds_dropped) for p in probes)])
+        flush = [(p.quiet_us, p.median_us, p.rounds_slow, p.rounds_dropped, p.rounds) for p in probes]
+        print(f"{name}: medians {[round(m, 2) for m in meds]} do_bench {db:.2f}; flush quiet/median µs, "
+              f"rounds slow/dropped/all: {flush}", file=sys.stderr)
 
         # identical candidates: reference = the same kernel
         ident_ref = tmp / f"{name}_ident_ref.py"
@@ -153,7 +159,8 @@ def main() -> None:
                           and all(v == "inconclusive" for v in ident_verdicts) else "NO"])
 
     print(f"\nTiming fidelity ({device_line()}), {args.calls} separate evaluations each:")
-    print(table(["kernel", "median us", "spread %", "<1%", "do_bench us", "diff %", "<3%"], repro_rows))
+    print(table(["kernel", "median us", "spread %", "<1%", "do_bench us", "diff %", "<3%",
+                 "flush quiet/median us, per evaluation", "rounds dropped"], repro_rows))
     print()
     print(table(["kernel", "planted slowdown %", "verdicts (planted)", "speedups", "verdicts (identical)", "ok"],
                 sens_rows))

@@ -107,3 +107,41 @@ def test_torch_compile_baseline_on_the_gpu() -> None:
     assert {"eager", "compile"} <= set(by), (r.speedups, r.notes)
     assert "reference_compile" in r.timings and r.timings["reference_compile"].runs >= 30
     assert by["compile"].ci_low <= by["compile"].speedup <= by["compile"].ci_high
+
+
+NOISE = r'''
+import sys, time, torch
+end = time.monotonic() + float(sys.argv[1])
+print("ready", flush=True)
+while time.monotonic() < end:  # a neighbour that allocates, fills and frees 4 GB about every 0.3 s
+    a = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
+    a.fill_(1)
+    torch.cuda.synchronize()
+    del a
+    torch.cuda.empty_cache()
+    time.sleep(0.3)
+'''
+
+
+def test_memory_traffic_of_another_process_is_left_out_of_the_timings() -> None:
+    """Another process on the GPU that fills and frees memory (the driver scrubs what it frees, for ~2 ms per
+    GB) slows a streaming kernel by ~15% while it lasts; the flush probe sees it, those rounds leave the
+    timings, and the median stays where a quiet GPU puts it."""
+    import subprocess
+    import sys
+
+    ref, cand = PROBLEMS / "elementwise_chain" / "reference.py", PROBLEMS / "elementwise_chain" / "better.py"
+    quiet = ev(cand, ref)
+    noise = subprocess.Popen([sys.executable, "-c", NOISE, "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert noise.stdout is not None and noise.stdout.readline().strip() == "ready"
+        busy = ev(cand, ref)
+    finally:
+        noise.kill()
+        noise.wait()
+    assert quiet.status == busy.status == "ok", (quiet.error, busy.error)
+    assert busy.flush_probe is not None and busy.flush_probe.rounds_dropped > 0, (busy.flush_probe, busy.notes)
+    assert busy.flush_probe.max_us > 1.05 * busy.flush_probe.quiet_us
+    assert any("timing rounds dropped" in n for n in busy.notes)
+    q, b = quiet.timings["candidate"].median_us, busy.timings["candidate"].median_us
+    assert abs(b / q - 1) < 0.03, (q, b, quiet.flush_probe, busy.flush_probe)

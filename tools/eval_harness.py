@@ -407,6 +407,10 @@ class Harness:
         max_runs = int(self.cfg.get("max_runs", 2000))
         budget_s = float(self.cfg.get("timing_budget_s", 0.5))
         warmup_s = float(self.cfg.get("warmup_s", 0.05))
+        # per round: each fn's µs, and each flush's µs keyed by what ran before it: the fn, and whether a
+        # synchronize came between (the state left in L2 sets the flush's own quiet time)
+        rounds: list[tuple[dict[str, float], list[tuple[str, float]]]] = []
+        prev = "warm-up"
         with t.no_grad():
             for extra in sets[1:]:  # first touch of every set outside the timed rounds
                 for n in names:
@@ -414,36 +418,114 @@ class Harness:
             self._warm_up(fns, inputs, names, warmup_s)
             start = _perf_counter()
             rnd = 0
+            quiet_rounds = 0
             while True:
                 order = names if rnd % 2 == 0 else names[::-1]
                 inputs = sets[rnd % len(sets)]
                 if self.cuda:
                     Event, record, elapsed = self.orig["Event"], self.orig["record"], self.orig["elapsed_time"]
                     evs = []
-                    for n in order:
-                        if flush is not None:
+                    preds = []
+                    for i, n in enumerate(order):
+                        preds.append(f"{prev}{', synced' if i == 0 else ''}")
+                        prev = n
+                        f = Event(enable_timing=True) if flush is not None else None
+                        if f is not None:
+                            record(f)
                             flush.zero_()
                         s, e = Event(enable_timing=True), Event(enable_timing=True)
                         record(s)
                         fns[n](*inputs[n])
                         record(e)
-                        evs.append((n, s, e))
+                        evs.append((n, f, s, e))
                     self.orig["synchronize"]()
-                    for n, s, e in evs:
-                        samples[n].append(elapsed(s, e) * 1000.0)
+                    rounds.append(({n: elapsed(s, e) * 1000.0 for n, _, s, e in evs},
+                                   [(p, elapsed(f, s) * 1000.0) for p, (_, f, s, _) in zip(preds, evs, strict=True)
+                                    if f is not None]))
                 else:
+                    times = {}
                     for n in order:
                         a = _perf_counter()
                         fns[n](*inputs[n])
-                        samples[n].append((_perf_counter() - a) * 1e6)
+                        times[n] = (_perf_counter() - a) * 1e6
+                    rounds.append((times, []))
                 rnd += 1
+                if flush is not None and rnd % 8 == 0:
+                    quiet_rounds = len(self._quiet_rounds(rounds))
+                elif flush is None:
+                    quiet_rounds = rnd
                 elapsed_s = _perf_counter() - start
-                if rnd >= max_runs or (rnd >= min_runs and elapsed_s >= budget_s):
+                # Rounds whose flush ran slow are dropped below: the run goes on until min_runs quiet rounds,
+                # but not past the budget for them (the budget stays the evaluation's timing cost).
+                if rnd >= max_runs or (quiet_rounds >= min_runs and elapsed_s >= budget_s):
                     break
-                if elapsed_s >= 4 * budget_s and rnd >= 5:  # very slow kernels: fewer runs, stated
-                    self.notes.append(f"timing stopped after {rnd} runs (slow calls; budget {budget_s} s)")
+                if elapsed_s >= 4 * budget_s and rnd >= 5:  # very slow kernels or a busy GPU: fewer runs, stated
+                    quiet_rounds = len(self._quiet_rounds(rounds))
+                    self.notes.append(f"timing stopped after {rnd} runs ({quiet_rounds} kept; budget {budget_s} s)")
                     break
+        keep = list(range(len(rounds)))
+        if flush is not None:
+            quiet = self._quiet_rounds(rounds)
+            if len(quiet) >= min_runs or len(quiet) * 2 >= len(rounds):  # else busy all along: keep all (noted)
+                keep = quiet
+            self._report_flush(rounds, keep)
+        for i in keep:
+            for n, us in rounds[i][0].items():
+                samples[n].append(us)
         return samples
+
+    # A flush this much slower than its quiet time marks other memory traffic: in the harness the flush's own
+    # jitter reaches ~8% at the median on the H100 (what the previous call left in L2), while the driver's
+    # scrubbing of freed memory slows it by ~15%.
+    FLUSH_SLOW = 0.10
+
+    def _flush_quiet(self, rounds: list[tuple[dict[str, float], list[tuple[str, float]]]]) -> tuple[dict[str, float],
+                                                                                                     set[int]]:
+        """The flush's quiet time after each fn (10th percentile), and the rounds with a flush slower than that."""
+        after: dict[str, list[float]] = {}
+        for _, fl in rounds:
+            for p, us in fl:
+                after.setdefault(p, []).append(us)
+        quiet = {p: _percentile(sorted(v), 0.1) for p, v in after.items()}
+        slow = {i for i, (_, fl) in enumerate(rounds) if any(us > quiet[p] * (1 + self.FLUSH_SLOW) for p, us in fl)}
+        return quiet, slow
+
+    def _quiet_rounds(self, rounds: list[tuple[dict[str, float], list[tuple[str, float]]]]) -> list[int]:
+        """Indices of the rounds to keep: the L2 flush before every call is a 256 MB memset, a probe of the
+        memory system that costs nothing extra to time. Its time is steady to < 1% on a quiet GPU; when
+        something else moves memory (the driver scrubbing memory another process just freed, which we
+        measured slowing a streaming kernel by 15% for ~2.3 ms per GB freed; another job on the GPU),
+        the memset slows by as much, in the same rounds. Its quiet time depends on what ran before it (the
+        dirty lines a call leaves in L2 are written back during the flush, unless a synchronize gave them
+        time to drain), so it is taken per preceding fn and position: the 10th percentile of those flushes.
+        Rounds with a flush more than FLUSH_SLOW over its quiet time, and the round after each (an
+        episode's edge), are dropped."""
+        _, slow = self._flush_quiet(rounds)
+        drop = slow | {i + 1 for i in slow}
+        return [i for i in range(len(rounds)) if i not in drop]
+
+    def _report_flush(self, rounds: list[tuple[dict[str, float], list[tuple[str, float]]]], keep: list[int]) -> None:
+        fl = sorted(us for _, f in rounds for _, us in f)
+        if not fl:
+            return
+        q, slow_rounds = self._flush_quiet(rounds)
+        quiet = min(q.values())
+        dropped = len(rounds) - len(keep)
+        slow = len(slow_rounds)
+        self.flush_probe = {"flush_mb": int(self.cfg.get("flush_mb", 256)), "quiet_us": round(quiet, 2),
+                            "median_us": round(_percentile(fl, 0.5), 2), "max_us": round(fl[-1], 2),
+                            "rounds": len(rounds), "rounds_slow": slow, "rounds_dropped": dropped}
+        if dropped:
+            self.notes.append(
+                f"{dropped} of {len(rounds)} timing rounds dropped: the L2 flush before them (a memset of "
+                f"{self.flush_probe['flush_mb']} MB) ran more than {self.FLUSH_SLOW:.0%} over its quiet "
+                f"{quiet:.1f} µs (up to {fl[-1]:.1f} µs), so other memory traffic shared the GPU (the driver "
+                "scrubbing memory another process freed, or another job)")
+        elif slow:
+            self.notes.append(
+                f"{slow} of {len(rounds)} timing rounds had a slow L2 flush (over {self.FLUSH_SLOW:.0%} above its "
+                f"quiet {quiet:.1f} µs) but too many to drop: the GPU's memory was busy with other traffic "
+                "for most of the timing; the times may read high")
 
     def _warm_up(self, fns: dict[str, Any], inputs: dict[str, list[Any]], names: list[str], warmup_s: float) -> None:
         """Warm up in synchronised chunks until warmup_s has passed *and* the last two chunks agree
@@ -683,6 +765,7 @@ class Harness:
             self.phases["timing_warm_up"] = self.warmup["s"]
         self.check_tampering("during timing")
         result["timings"] = {n: timing_stats(v) for n, v in samples.items()}
+        result["flush_probe"] = getattr(self, "flush_probe", None)
         result["samples_us"] = {n: [round(x, 3) for x in v] for n, v in samples.items()} \
             if cfg.get("keep_samples", False) else None
         margin = float(cfg.get("verdict_margin", 0.02))

@@ -162,6 +162,18 @@ def test_the_initial_design_jumps_across_the_space_then_refines() -> None:
     assert not _run(MCTS(initial=0), 10).root.children[0].change.startswith("random ")
 
 
+def test_the_initial_design_spreads_over_every_value_of_every_knob() -> None:
+    """With the knob proposer the jumps are balanced: each value of a knob is tried before any repeats."""
+    ks = parse_knobs(SPACE)
+    for seed in range(5):
+        st = _run(MCTS(seed=seed, initial=6), 7)
+        taken = [n.payload for n in st.nodes]  # the start and six jumps
+        assert all(n.change.startswith("random ") for n in st.nodes[1:])
+        for k in ks:
+            counts = [sum(p[k.name] == v for p in taken) for v in k.values]
+            assert max(counts) - min(counts) <= 1, (k.name, counts)
+
+
 def test_a_node_whose_children_all_fail_is_pruned() -> None:
     def only_root_works(cfg: dict[str, str]) -> Outcome:
         return Outcome("correct", speedup=1.0) if cfg == {"BLOCK": "32", "VEC": "1", "ITEMS": "1", "UNROLL": "1"} \

@@ -166,3 +166,37 @@ class KnobExpander:
             if self.key(cfg) not in seen:
                 return Candidate(self.key(cfg), cfg, "random " + " ".join(f"{k}={v}" for k, v in cfg.items()))
         return None
+
+    def design(self, rng: Any, seen: set[str], taken: list[dict[str, str]], tries: int = 64) -> Any:
+        """A jump for an initial design that spreads over the space, given the configurations ``taken`` so far
+        (evaluated or in flight): every knob takes one of its values that ``taken`` uses least (at random
+        among them), so that a few jumps cover each value of each knob, as a Latin hypercube does; of
+        ``tries`` such draws, the one that differs from its nearest configuration in ``taken`` in the most
+        knobs (maximin). Falls back to ``sample`` when every such draw was seen."""
+        from kernelscope.agent.search.strategies import Candidate
+
+        size = 1
+        for k in self.knobs:
+            size *= len(k.values)
+        if len(seen) >= size:
+            return None
+        least: dict[str, list[str]] = {}
+        for k in self.knobs:
+            used = {v: 0 for v in k.values}
+            for cfg in taken:
+                if cfg.get(k.name) in used:
+                    used[cfg[k.name]] += 1
+            fewest = min(used.values())
+            least[k.name] = [v for v in k.values if used[v] == fewest]
+        best: dict[str, str] | None = None
+        best_d = -1
+        for _ in range(tries):
+            cfg = {k.name: rng.choice(least[k.name]) for k in self.knobs}
+            if self.key(cfg) in seen:
+                continue
+            d = min((sum(cfg[n] != t.get(n) for n in cfg) for t in taken), default=len(cfg))
+            if d > best_d:
+                best, best_d = cfg, d
+        if best is None:
+            return self.sample(rng, seen)
+        return Candidate(self.key(best), best, "random " + " ".join(f"{k}={v}" for k, v in best.items()))

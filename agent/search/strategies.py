@@ -146,10 +146,12 @@ class MCTS:
     - max backup (the best kernel found below a node is what matters, not the average);
     - dead-end pruning: a node whose ``fail_limit`` latest children all failed to compile or were
       incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again;
-    - an initial design: the root's first ``initial`` children are jumps across the whole space
-      (``expander.sample``, seeded by ``seed``) where the proposer can sample, so the tree starts from
-      the best of several regions instead of climbing from one corner (a proposer that cannot sample,
-      such as an LLM, simply expands);
+    - an initial design: the root's first ``initial`` children are jumps across the whole space, seeded by
+      ``seed``, where the proposer can sample, so the tree starts from the best of several regions instead
+      of climbing from one corner (a proposer that cannot sample, such as an LLM, simply expands). With a
+      proposer that has a ``design`` (the knob proposer), the jumps are spread: each knob takes the values
+      used least so far (each value of a knob is tried before any is repeated, as in a Latin hypercube) and
+      the jumps differ from each other in as many knobs as they can; otherwise they are ``expander.sample``s;
     - virtual loss, for several evaluations in flight at once (``run_search(parallel=...)``): on every node
       of its path, an expansion in flight counts as a visit that lost ``virtual_loss`` (UCT sees ``visits +
       pending`` visits and a value lowered by ``virtual_loss * pending / (visits + pending)``), and progressive
@@ -199,7 +201,7 @@ class MCTS:
                 return None
             node = st.root
             if len(node.children) + node.pending_children < self.initial and not node.exhausted:
-                cand = st.expander.sample(self._rng, st.seen)  # the initial design: jumps across the space
+                cand = self._jump(st)  # the initial design: jumps across the space
                 if cand is not None:
                     self._jumps.add(cand.key)
                     return st.begin(node, cand)
@@ -226,6 +228,15 @@ class MCTS:
                     break
                 node = max(live, key=lambda c: self.uct(c, node))
         return None
+
+    def _jump(self, st: SearchState) -> Candidate | None:
+        """The initial design's next jump: spread over the space by the expander's ``design`` (given what was
+        evaluated or is in flight) where it has one, else a uniform ``sample``."""
+        design = getattr(st.expander, "design", None)
+        if design is None:
+            return st.expander.sample(self._rng, st.seen)
+        taken = [n.payload for n in st.nodes] + [p.cand.payload for p in st.pending]
+        return design(self._rng, st.seen, taken)
 
     def complete(self, st: SearchState, node: Node) -> None:
         """Prune the expanded node if its children say so (not for the initial design's jumps) and back the

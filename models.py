@@ -278,6 +278,21 @@ class FlushProbe(BaseModel):
                                             "then the note says so).")
 
 
+class HostCover(BaseModel):
+    """Before each timed call (and its L2 flush) the harness enqueues a wait on the GPU that lasts until the
+    host has issued the call, so the timed window holds GPU time, not the host's launch overhead (as
+    nvbench's blocking kernel does). The host's own times are here."""
+    cover_us: dict[str, float] = Field(description="The wait per side (µs): twice the call's 90th-percentile "
+                                                   "host time in the warm-up plus 30 µs, at most 1000; 0: off.")
+    host_median_us: dict[str, float] = Field(description="Host time to issue the wait, the flush, the events and "
+                                                         "one call, median per side.")
+    host_p90_us: dict[str, float]
+    call_median_us: dict[str, float] = Field(description="Host time of the call alone (the forward issuing its "
+                                                         "work), median per side.")
+    calls_over_cover: dict[str, int] = Field(description="Timed calls whose host time exceeded the wait plus the "
+                                                         "flush: there the GPU waited inside the timed window.")
+
+
 class Speedup(BaseModel):
     baseline: Literal["eager", "compile"]
     speedup: float = Field(description="median(reference) / median(candidate).")
@@ -341,6 +356,8 @@ class EvalResult(BaseModel):
     speedups: list[Speedup] = Field(default_factory=list)
     candidate_synced_us_per_call: float | None = None
     flush_probe: FlushProbe | None = Field(None, description="Other memory traffic seen while timing (GPU only).")
+    host_cover: HostCover | None = Field(None, description="The host's time per timed call and the GPU-side wait "
+                                                           "that keeps it out of the timings (GPU only).")
     energy: dict[str, EnergyReading] = Field(default_factory=dict)
     flags: list[CheatFlag] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

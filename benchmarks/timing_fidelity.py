@@ -137,8 +137,10 @@ def main() -> None:
                            " ".join(f"{p.quiet_us:.1f}/{p.median_us:.1f}" for p in probes),
                            " ".join(str(p.rounds_dropped) for p in probes)])
         flush = [(p.quiet_us, p.median_us, p.rounds_slow, p.rounds_dropped, p.rounds) for p in probes]
+        host = [(r.host_cover.cover_us.get("candidate"), r.host_cover.host_median_us.get("candidate"))
+                for r in runs if r.host_cover is not None]
         print(f"{name}: medians {[round(m, 2) for m in meds]} do_bench {db:.2f}; flush quiet/median µs, "
-              f"rounds slow/dropped/all: {flush}", file=sys.stderr)
+              f"rounds slow/dropped/all: {flush}; candidate's host cover/issue time µs: {host}", file=sys.stderr)
 
         # identical candidates: reference = the same kernel
         ident_ref = tmp / f"{name}_ident_ref.py"

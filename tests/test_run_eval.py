@@ -236,3 +236,42 @@ def test_rounds_with_a_slow_l2_flush_are_left_out() -> None:
 def test_cpu_timings_have_no_flush_probe() -> None:
     r = evaluate("ok_softmax.py")
     assert r.status == "ok" and r.flush_probe is None
+
+
+def test_the_host_cover_follows_the_warm_up_and_is_reported() -> None:
+    """Before each timed call the harness waits on the GPU long enough for the host to issue the call (so the
+    host's launch time stays out of the GPU timings): twice the call's 90th-percentile host time in the
+    warm-up plus 30 µs, capped, or what the request asks. (The sizing and the report on synthetic times; the
+    GPU test times a candidate with a slow host side both ways.)"""
+    from kernelscope.tools.eval_harness import Harness
+
+    h = Harness({"device": "cpu"})
+    # warm-up host times (s): the first quarter includes one-off work and is left out
+    h._warm_host = {"candidate": [5e-3] * 10 + [100e-6] * 30 + [150e-6] * 10, "reference": [40e-6] * 40}
+    us = h._host_cover_us(["candidate", "reference"])
+    assert us["candidate"] == 2 * 150 + 30 and us["reference"] == 2 * 40 + 30
+    h._warm_host = {"candidate": [5e-3] * 40}
+    assert h._host_cover_us(["candidate"])["candidate"] == Harness.HOST_COVER_MAX_US
+    assert Harness({"device": "cpu", "host_cover_us": 0})._host_cover_us(["candidate"]) == {"candidate": 0.0}
+    assert Harness({"device": "cpu", "host_cover_us": 75})._host_cover_us(["candidate"]) == {"candidate": 75.0}
+
+    # the report: a forward that takes longer to issue than to run says so; calls over the cover are counted
+    h = Harness({"device": "cpu"})
+    h._cover_us = {"candidate": 200.0, "reference": 100.0}
+    rounds = [({"candidate": 12.0, "reference": 300.0}, [("candidate", 80.0), ("reference", 82.0)])
+              for _ in range(100)]
+    host = {"candidate": [90.0] * 90 + [400.0] * 10, "reference": [60.0] * 100}
+    host_fn = {"candidate": [60.0] * 100, "reference": [30.0] * 100}
+    h._report_host(host, host_fn, rounds)
+    hc = h.host_cover
+    assert hc["cover_us"] == {"candidate": 200.0, "reference": 100.0}
+    assert hc["call_median_us"] == {"candidate": 60.0, "reference": 30.0}
+    assert hc["calls_over_cover"] == {"candidate": 10, "reference": 0}  # 400 > 200 + 80
+    assert any(n.startswith("candidate: one call takes 60 µs on the host") for n in h.notes)
+    assert not any(n.startswith("reference: one call") for n in h.notes)
+    assert any("10 of 100 candidate calls" in n for n in h.notes)
+
+
+def test_cpu_timings_have_no_host_cover() -> None:
+    r = evaluate("ok_softmax.py")
+    assert r.status == "ok" and r.host_cover is None

@@ -109,6 +109,43 @@ def test_torch_compile_baseline_on_the_gpu() -> None:
     assert by["compile"].ci_low <= by["compile"].speedup <= by["compile"].ci_high
 
 
+SLOW_HOST = r'''
+
+import time as _time
+
+_Fast = ModelNew
+
+
+class ModelNew(_Fast):  # the same kernel, issued after 250 µs of host work (argument checks, a slow wrapper)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        end = _time.perf_counter() + 250e-6
+        while _time.perf_counter() < end:
+            pass
+        return super().forward(x)
+'''
+
+
+def test_the_host_time_to_issue_a_call_stays_out_of_the_gpu_timings() -> None:
+    """The harness waits on the GPU before each timed call until the host has issued it: a forward that spends
+    250 µs on the host before launching times like the plain kernel; with the wait off, the GPU idles inside
+    the timed window for the part of those 250 µs the L2 flush (~82 µs) does not cover."""
+    ref, better = PROBLEMS / "elementwise_chain" / "reference.py", PROBLEMS / "elementwise_chain" / "better.py"
+    src = better.read_text() + SLOW_HOST
+    args = {"device": "cuda", "timing_budget_s": 0.5, "trials": 3, "timeout_s": 180}
+    plain = ev(better, ref)
+    slow = eval_candidate(EvalRequest(reference_path=str(ref), candidate=src, **args))
+    bare = eval_candidate(EvalRequest(reference_path=str(ref), candidate=src, host_cover_us=0, **args))
+    for r in (plain, slow, bare):
+        assert r.status == "ok" and r.correctness and r.correctness.correct, (r.error, r.traceback)
+        assert r.host_cover is not None
+    hc = slow.host_cover
+    assert hc is not None and hc.call_median_us["candidate"] >= 250 and hc.cover_us["candidate"] >= 500, hc
+    assert bare.host_cover is not None and bare.host_cover.cover_us["candidate"] == 0
+    p, s, b = (r.timings["candidate"].median_us for r in (plain, slow, bare))
+    assert abs(s / p - 1) < 0.02, (p, s, slow.host_cover, slow.notes)
+    assert b > 1.15 * p, (p, b, bare.notes)
+
+
 NOISE = r'''
 import sys, time, torch
 end = time.monotonic() + float(sys.argv[1])

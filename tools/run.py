@@ -33,6 +33,7 @@ from kernelscope.models import (
     EnergyReading,
     EvalResult,
     FlushProbe,
+    HostCover,
     KernelTime,
     ProgramResult,
     Speedup,
@@ -80,6 +81,10 @@ class EvalRequest(BaseModel):
     timeout_s: float = Field(300.0, gt=0, le=3600)
     gpu: int | None = Field(None, ge=0, description="GPU index to use (default: the first free one).")
     keep_samples: bool = False
+    host_cover_us: float | None = Field(
+        None, ge=0, le=100_000, description="GPU-side wait before each timed call (µs), so the host's time to issue "
+                                            "it is not timed; default: twice the call's 90th-percentile host time "
+                                            "in the warm-up plus 30 µs, at most 1000; 0: off.")
     executor: Literal["auto", "spawn"] = Field(
         "auto", description="auto: fork from a warm server process (fast); spawn: a new interpreter per job.")
 
@@ -422,6 +427,7 @@ def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalRe
             timings={k: TimingStats(**v) for k, v in (raw.get("timings") or {}).items()},
             speedups=speedups, candidate_synced_us_per_call=raw.get("candidate_synced_us_per_call"),
             flush_probe=FlushProbe(**raw["flush_probe"]) if raw.get("flush_probe") else None,
+            host_cover=HostCover(**raw["host_cover"]) if raw.get("host_cover") else None,
             energy={k: EnergyReading(**v) for k, v in (raw.get("energy") or {}).items()},
             flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
             ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"),

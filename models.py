@@ -365,6 +365,11 @@ class EvalResult(BaseModel):
     wall_s: float = Field(0.0, description="Whole evaluation, process start to result.")
     harness_wall_s: float | None = None
     phases_s: dict[str, float] = Field(default_factory=dict, description="Harness time per phase (seconds).")
+    overhead_s: dict[str, float] = Field(
+        default_factory=dict, description="Time outside the harness (seconds): prepare (sources, workspace, build), "
+                                          "lease (asking for and waiting on the worker), spawn (job handed over to "
+                                          "its first step), setup (its limits and environment), hand_off (result "
+                                          "written to answered).")
     samples_us: dict[str, list[float]] | None = Field(None, description="Every timed sample per side (µs), when "
                                                                         "keep_samples was asked for.")
     gpu_wait_s: float = Field(0.0, description="Time spent queued for the GPU lease.")

@@ -41,6 +41,7 @@ def main() -> None:
     paths = {"fast path (NVRTC)": (prob / "better.py", 'extern "C"'),
              "load_inline": (prob / "load_inline.py", "__global__")}
     results: dict[str, list[tuple[float, float, str]]] = {}
+    outside: dict[str, list[dict[str, float]]] = {}  # EvalResult.overhead_s per run
     for label, (path, marker) in paths.items():
         src = path.read_text()
         results[label] = []
@@ -55,16 +56,21 @@ def main() -> None:
                                            device="cuda", timing_budget_s=args.timing_budget, timeout_s=900))
             ok = r.correctness.correct if r.correctness else False
             print(f"{label} run {i}: {r.wall_s:.2f} s (harness {r.harness_wall_s or 0:.2f} s) verdict={r.verdict} "
-                  f"correct={ok} {r.error or ''} phases={r.phases_s}", file=sys.stderr)
+                  f"correct={ok} {r.error or ''} phases={r.phases_s} outside={r.overhead_s} "
+                  f"pre-build={r.build_s} {r.build_note or ''}", file=sys.stderr)
             if i > 0:  # run 0 warms the process-level caches
                 results[label].append((r.wall_s, r.harness_wall_s or 0.0, r.verdict))
+                outside.setdefault(label, []).append(r.overhead_s)
     fast = median([w for w, _, _ in results["fast path (NVRTC)"]])
     slow = median([w for w, _, _ in results["load_inline"]]) if "load_inline" in results else None
     print(f"\nEnd-to-end eval of a new candidate, {args.problem} ({device_line()}), median of "
           f"{', '.join(f'{len(v)} ({k})' for k, v in results.items())}:")
-    rows = [[label, median([w for w, _, _ in v]), median([h for _, h, _ in v]), ", ".join(x for _, _, x in v)]
+    parts = ("prepare", "lease", "spawn", "setup", "hand_off")
+    rows = [[label, median([w for w, _, _ in v]), median([h for _, h, _ in v]),
+             *(median([o.get(p, 0.0) for o in outside.get(label, [])] or [0.0]) for p in parts),
+             ", ".join(x for _, _, x in v)]
             for label, v in results.items()]
-    print(table(["path", "wall s", "harness s", "verdicts"], rows))
+    print(table(["path", "wall s", "harness s", *(f"{p} s" for p in parts), "verdicts"], rows))
     print(f"\nfast path {fast:.2f} s (target <= 1.5 s): {'MET' if fast <= 1.5 else 'NOT MET'}"
           + (f"; load_inline / fast path = {slow / fast:.1f}x (target >= 20x): "
              f"{'MET' if slow / fast >= 20 else 'NOT MET'}" if slow is not None else "; load_inline not run"))

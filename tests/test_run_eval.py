@@ -275,3 +275,17 @@ def test_the_host_cover_follows_the_warm_up_and_is_reported() -> None:
 def test_cpu_timings_have_no_host_cover() -> None:
     r = evaluate("ok_softmax.py")
     assert r.status == "ok" and r.host_cover is None
+
+
+def test_the_time_outside_the_harness_is_accounted_for() -> None:
+    r = evaluate("ok_softmax.py")
+    assert r.status == "ok" and r.harness_wall_s is not None
+    assert set(r.overhead_s) == {"prepare", "lease", "spawn", "setup", "hand_off"}
+    assert all(v >= 0 for v in r.overhead_s.values())
+    # the parts and the harness tile the evaluation: together within a few ms of its wall time
+    assert abs(sum(r.overhead_s.values()) + r.harness_wall_s - r.wall_s) < 0.05, (r.overhead_s, r.wall_s)
+
+
+def test_a_crashed_job_has_no_overhead_account() -> None:
+    r = evaluate("crash.py")
+    assert r.status == "crashed" and r.overhead_s == {}

@@ -269,8 +269,11 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
     argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(result_path)]
     limits = _eval_limits(req)
 
+    marks: dict[str, float] = {"start": time.time()}  # wall-clock marks for EvalResult.overhead_s
+
     def execute(lease: Lease) -> ProcessResult:
         env = job_env(ws.path, s.home, lease, candidate=cand_src)
+        marks["submit"] = time.time()
         fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
         if fs is not None:
             try:
@@ -304,6 +307,7 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
     slots = pool.gpus if device == "cuda" else pool.cpus
     lease_cm = slots.lease(req.gpu if device == "cuda" else None, cancel=cancel,
                            on_wait=on_wait if device == "cuda" else None)
+    marks["lease"] = time.time()
     try:
         lease = lease_cm.__enter__()
     except BaseException:
@@ -337,11 +341,15 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
                     ws.cleanup()
                 break
     try:
-        result = parse_harness_result(early) if early is not None else _assemble(result_path, box["proc"], req)
+        if early is not None:
+            result, clock = parse_harness_result(early), early.get("clock")
+        else:
+            result, clock = _assemble(result_path, box["proc"], req)
     finally:
         if early is None:
             ws.cleanup()
     result.wall_s = time.monotonic() - t_start
+    result.overhead_s = _overhead(marks, clock, time.time())
     result.gpu_wait_s = lease.waited_s if device == "cuda" else 0.0
     result.build_s, result.build_note = build_s, build_note
     result.worker = lease.worker
@@ -384,26 +392,44 @@ def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits, cancel: t
     return took, None
 
 
-def _assemble(path: Path, proc: ProcessResult, req: EvalRequest) -> EvalResult:
+def _assemble(path: Path, proc: ProcessResult, req: EvalRequest) -> tuple[EvalResult, dict | None]:
+    """The answer from a finished job, and the harness's clock marks when it wrote a result."""
     tail = proc.stderr[-4000:] if proc.stderr else None
     if proc.timed_out:
         return EvalResult(verdict="invalid", status="timeout", stderr_tail=tail,
                           error=f"the evaluation did not finish within {req.timeout_s:.0f} s and was killed (a hung "
-                                "kernel or an endless loop); the GPU is free again.")
+                                "kernel or an endless loop); the GPU is free again."), None
     if proc.cancelled:
-        return EvalResult(verdict="invalid", status="error", error="the evaluation was cancelled", stderr_tail=tail)
+        return EvalResult(verdict="invalid", status="error", error="the evaluation was cancelled",
+                          stderr_tail=tail), None
     if not path.is_file():
         why = proc.describe_failure()
         return EvalResult(verdict="incorrect", status="crashed", stderr_tail=tail,
                           error=f"the evaluation process {why} before writing a result (a crash in the candidate's "
                                 "code or kernel: illegal address, trap, segfault or abort). stderr has the "
-                                "details; the next job gets a fresh process.")
+                                "details; the next job gets a fresh process."), None
     try:
         raw = json.loads(path.read_text())
     except ValueError as e:
         return EvalResult(verdict="invalid", status="error", error=f"unreadable harness result: {e}",
-                          stderr_tail=tail)
-    return parse_harness_result(raw, stderr_tail=tail)
+                          stderr_tail=tail), None
+    return parse_harness_result(raw, stderr_tail=tail), raw.get("clock")
+
+
+def _overhead(marks: dict[str, float], clock: dict | None, answered: float) -> dict[str, float]:
+    """The evaluation's time outside the harness, from the caller's wall-clock ``marks`` (start, lease: the
+    lease asked for, submit: the job handed to the process runner) and the harness's (child_start: the forked
+    job's first step, main_start, written: the result on disk): ``prepare`` (sources, workspace, any build),
+    ``lease`` (asking for and waiting on the worker), ``spawn`` (the job handed over until its first step; with
+    no fork server, the interpreter's start and imports too), ``setup`` (the job's limits, namespace and
+    environment), ``hand_off`` (the result written until answered). Empty where the job wrote no marks."""
+    if not clock or clock.get("main_start") is None or clock.get("written") is None or "submit" not in marks:
+        return {}
+    first = clock.get("child_start") or clock["main_start"]
+    parts = {"prepare": marks["lease"] - marks["start"], "lease": marks["submit"] - marks["lease"],
+             "spawn": first - marks["submit"], "setup": clock["main_start"] - first,
+             "hand_off": answered - clock["written"]}
+    return {k: round(max(v, 0.0), 4) for k, v in parts.items()}
 
 
 def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalResult:

@@ -622,6 +622,9 @@ class AnalyzeStage(BaseModel):
                                         "those the rules of the chosen families need).")
     kernels: list[str] = Field(default_factory=list)
     capture: NcuCapture | None = None
+    tool: Literal["ncu", "cupti"] | None = Field(
+        None, description="What measured the kernels: Nsight Compute, or the CUPTI collector inside the program's "
+                          "own run (the light stage of programs the trace stage has timed).")
     wall_s: float
 
 
@@ -636,7 +639,9 @@ class AnalyzeResult(BaseModel):
     kernels_total: int = 0
     launches_profiled: int = 0
     other_kernels: list[str] = Field(default_factory=list, description="Kernels not analyzed in depth.")
-    report_ids: list[str] = Field(default_factory=list, description="Artifacts of the light and deep reports.")
+    report_ids: list[str] = Field(default_factory=list, description="Artifacts of the Nsight Compute reports (the "
+                                                                    "deep stage's, and the light stage's where ncu "
+                                                                    "ran it).")
     system: TraceSummary | None = Field(None, description="The trace stage's timeline summary (launch-bound, "
                                                           "host-bound, ...), when it ran.")
     system_findings: list[Finding] = Field(default_factory=list, description="System-level findings of the trace "

@@ -6,14 +6,17 @@ kernel, silence on its fixed twin, and the wall time of the two-stage analyze ag
     python benchmarks/analyze_planted.py --cases 01,07 --no-full
     python benchmarks/analyze_planted.py --save-fixtures tests/fixtures/planted   # regenerate the fixtures
     python benchmarks/analyze_planted.py --apps               # the applications instead (see APPS)
+    python benchmarks/analyze_planted.py --light ncu          # the light stage under Nsight Compute, not CUPTI
 
 --apps runs the same comparison on programs that launch their kernels many times, as applications do
 (examples/apps/mini_gpt.cu, examples/system/copy_loop.cu), and adds a second baseline: `--set full` on
 the first launch of each kernel only (`--kernel-id ::regex:.*:1`), what an expert who knows the
 program would ask ncu for.
 
-Needs an NVIDIA GPU with Nsight Compute. --save-fixtures writes, per case, the light and deep reports
-analyze captured, the compile result (ptxas resources) and the SASS statistics of the program, which
+The light stage is analyze's default (the CUPTI collector in the program's own run, where the trace ran);
+--light ncu runs it under Nsight Compute as before. Needs an NVIDIA GPU with Nsight Compute. --save-fixtures
+(which implies --light ncu, as the CPU tests replay both Nsight Compute reports) writes, per case, the light
+and deep reports analyze captured, the compile result (ptxas resources) and the SASS statistics of the program, which
 the CPU tests replay.
 """
 
@@ -81,7 +84,7 @@ def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float
     return took
 
 
-def apps() -> int:
+def apps(light: str) -> int:
     """analyze against `ncu --set full` (every launch, and each kernel's first launch) on the applications."""
     from kernelscope.tools.artifacts import get_store
     from kernelscope.tools.compile import CompileRequest, compile_cuda
@@ -96,7 +99,7 @@ def apps() -> int:
             return 1
         exe = Path(str(get_store().require(comp.artifact_id).path("executable")))
         t0 = time.monotonic()
-        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, args=argv, timeout_s=600))
+        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, args=argv, timeout_s=600, light=light))
         t_an = time.monotonic() - t0
         if res.status != "ok":
             print(f"{name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
@@ -131,11 +134,15 @@ def main() -> int:
     ap.add_argument("--save-fixtures", type=Path, help="write each case's reports and evidence here")
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--apps", action="store_true", help="the applications (APPS) instead of the planted suite")
+    ap.add_argument("--light", choices=["auto", "ncu"], default="auto",
+                    help="what measures analyze's light stage (auto: the CUPTI collector where it can)")
     args = ap.parse_args()
+    if args.save_fixtures:
+        args.light = "ncu"
 
     use_private_store()
     if args.apps:
-        return apps()
+        return apps(args.light)
     from kernelscope.tools.artifacts import get_store
     from kernelscope.tools.compile import CompileRequest, compile_cuda
     from kernelscope.tools.profiling import AnalyzeRequest, analyze
@@ -154,7 +161,7 @@ def main() -> int:
             print(f"{d.name}: compile failed\n{comp.log}", file=sys.stderr)
             return 1
         t0 = time.monotonic()
-        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, deep_kernels=4, timeout_s=600))
+        res = analyze(AnalyzeRequest(artifact_id=comp.artifact_id, deep_kernels=4, timeout_s=600, light=args.light))
         t_an = time.monotonic() - t0
         if res.status != "ok":
             print(f"{d.name}: analyze {res.status}: {res.explanation}", file=sys.stderr)
@@ -163,12 +170,16 @@ def main() -> int:
             t_full = full_capture(Path(str(get_store().require(comp.artifact_id).path("executable"))), [])
         chk = check(case, cu.name, planted_line(cu), res)
         stage = {st.name: st.wall_s for st in res.stages}
+        tool = next((st.tool for st in res.stages if st.name == "light"), None)
         rows.append([d.name, f"{case['expected_class']} / {chk['class']}", "ok" if chk["class_ok"] else "WRONG",
                      chk["top"], "ok" if chk["top_ok"] else "WRONG", "ok" if chk["line_ok"] else "WRONG",
-                     "ok" if chk["twin_ok"] else "WRONG", round(stage.get("light", 0), 2),
+                     "ok" if chk["twin_ok"] else "WRONG", round(stage.get("trace", 0), 2), tool,
+                     round(stage.get("light", 0), 2),
                      round(stage.get("deep", 0), 2), round(t_an, 2),
                      round(t_full, 2) if t_full else "-", f"{100 * t_an / t_full:.0f}%" if t_full else "-"])
-        raw.append({"case": d.name, **chk, "analyze_s": t_an, "full_s": t_full, "stages": stage})
+        light_stage = next((st for st in res.stages if st.name == "light"), None)
+        raw.append({"case": d.name, **chk, "analyze_s": t_an, "full_s": t_full, "stages": stage, "light_by": tool,
+                    "light_classes": light_stage.kernels if light_stage else [], "notes": res.notes})
         if args.save_fixtures:
             out = args.save_fixtures / d.name
             out.mkdir(parents=True, exist_ok=True)
@@ -178,10 +189,12 @@ def main() -> int:
             (out / "sass.json").write_text(sass_for_artifact(comp.artifact_id).model_dump_json(
                 indent=1, exclude={"listing_excerpt"}))
             (out / "analyze.json").write_text(res.model_dump_json(indent=1))
-        print(f"{d.name}: analyze {t_an:.1f} s, full {t_full or 0:.1f} s", file=sys.stderr, flush=True)
+        print(f"{d.name}: analyze {t_an:.1f} s, full {t_full or 0:.1f} s; light by {tool}: "
+              f"{light_stage.kernels if light_stage else []}; notes: {res.notes}", file=sys.stderr, flush=True)
 
     print(device_line())
-    print(table(["case", "expected / class", "class", "top finding", "top", "line", "twin", "light s", "deep s",
+    print(table(["case", "expected / class", "class", "top finding", "top", "line", "twin", "trace s", "light by",
+                 "light s", "deep s",
                  "analyze s", "full s", "analyze/full"], rows))
     n = len(rows)
     ok = sum(1 for r in raw if r["class_ok"] and r["top_ok"] and r["line_ok"] and r["twin_ok"])

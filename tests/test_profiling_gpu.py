@@ -25,12 +25,12 @@ def _exe(case: str) -> str:
 
 
 def test_analyze_program_two_stages_and_the_planted_finding() -> None:
-    res = analyze(AnalyzeRequest(artifact_id=_exe("01-strided-copy")))
+    res = analyze(AnalyzeRequest(artifact_id=_exe("01-strided-copy"), light="ncu"))
     assert res.status == "ok", (res.explanation, res.stages)
     assert [s.name for s in res.stages] == ["trace", "light", "deep", "rules"]
     light, deep = res.stages[1], res.stages[2]
     assert res.system is not None and res.system.launches == 2 and res.trace_id
-    assert light.metrics >= 20 and light.wall_s > 0
+    assert light.metrics >= 20 and light.wall_s > 0 and light.tool == "ncu"
     assert "MemoryWorkloadAnalysis" in deep.sections and deep.capture and deep.capture.status == "ok"
     by = {k.mangled_name: k for k in res.kernels}
     bad = by["strided_copy"]
@@ -41,6 +41,26 @@ def test_analyze_program_two_stages_and_the_planted_finding() -> None:
     assert len(res.report_ids) == 2
     # the reports are artifacts the recorded-report tools accept by id
     again = classify_report(res.report_ids[0], kernel="strided_copy")  # the light report has the SOL
+    assert again.kernels and again.kernels[0].bottleneck.cls == "memory-bound"
+
+
+def test_analyze_measures_the_light_stage_in_the_programs_own_run() -> None:
+    """By default a program's light stage is the CUPTI collector's (no ncu run): same classes and findings,
+    the top kernels' numbers from the deep ncu stage, one report (the deep one)."""
+    res = analyze(AnalyzeRequest(artifact_id=_exe("01-strided-copy")))
+    assert res.status == "ok", (res.explanation, res.stages, res.notes)
+    light, deep = res.stages[1], res.stages[2]
+    assert (light.name, light.tool, light.capture) == ("light", "cupti", None), light
+    assert deep.tool == "ncu" and deep.capture and deep.capture.status == "ok"
+    assert sorted(light.kernels) == ["coalesced_copy: latency-bound", "strided_copy: memory-bound"], light.kernels
+    by = {k.mangled_name: k for k in res.kernels}
+    bad = by["strided_copy"]
+    assert bad.bottleneck.cls == "memory-bound" and bad.findings[0].rule == "memory.uncoalesced-global-access"
+    assert "planted.cu:" in (bad.findings[0].line or "")
+    roof = bad.bottleneck.roofline
+    assert roof is not None and roof.dram_bytes and roof.dram_bytes > 60e6  # ncu's cold-cache bytes (~69 MB)
+    assert len(res.report_ids) == 1
+    again = classify_report(res.report_ids[0], kernel="strided_copy")  # the deep report has the SOL too
     assert again.kernels and again.kernels[0].bottleneck.cls == "memory-bound"
 
 

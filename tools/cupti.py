@@ -31,6 +31,9 @@ from kernelscope.tools.toolchain import ToolMissing, require, tool_info
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cupti_trace.cpp"
 LIBRARY_NAME = "libkernelscope_trace.so"
+# the in-process metric collector (CUPTI's Range Profiler), built the same way: see tools/metrics.py
+METRICS_SOURCE = Path(__file__).resolve().parent / "native" / "cupti_metrics.cpp"
+METRICS_LIBRARY_NAME = "libkernelscope_metrics.so"
 BUILD_TIMEOUT_S = 300.0
 CUPTI_FIX = (
     "install the CUDA toolkit's CUPTI component (cupti.h and libcupti.so, in <cuda>/include and <cuda>/lib64 "
@@ -145,34 +148,44 @@ def _build_key(source: bytes, nvcc_version: str, library: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path) -> None:
-    """nvcc cupti_trace.cpp -> out_dir/libkernelscope_trace.so, linked against (and with an rpath to) CUPTI."""
+def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path, source: Path, library_name: str, what: str) -> None:
+    """nvcc source -> out_dir/library_name, linked against (and with an rpath to) CUPTI."""
     link_dir = paths.lib_dir
     if paths.library.name != "libcupti.so":  # wheels ship only libcupti.so.<N>: give -lcupti a name to find
         link_dir = out_dir / "link"
         link_dir.mkdir()
         (link_dir / "libcupti.so").symlink_to(paths.library)
     argv = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-O2", "-std=c++17",
-            "-I", str(paths.include_dir), str(SOURCE), "-o", str(out_dir / LIBRARY_NAME),
+            "-I", str(paths.include_dir), str(source), "-o", str(out_dir / library_name),
             "-L", str(link_dir), "-lcupti", "-ldl", f"-Xlinker=-rpath,{paths.lib_dir}"]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=out_dir, check=False)
     except subprocess.TimeoutExpired:
-        raise NotAvailable("CUPTI tracing", f"building the tracer took longer than {BUILD_TIMEOUT_S:.0f} s",
+        raise NotAvailable(what, f"building {library_name} took longer than {BUILD_TIMEOUT_S:.0f} s",
                            "retry on a less loaded machine") from None
     except OSError as e:
-        raise NotAvailable("CUPTI tracing", f"nvcc could not be started ({e})",
+        raise NotAvailable(what, f"nvcc could not be started ({e})",
                            "check the CUDA toolkit install") from None
-    if r.returncode != 0 or not (out_dir / LIBRARY_NAME).is_file():
+    if r.returncode != 0 or not (out_dir / library_name).is_file():
         head = "\n".join((r.stderr + r.stdout).strip().splitlines()[:15]) or f"exit status {r.returncode}"
-        raise NotAvailable("CUPTI tracing", f"the tracer did not build:\n{head}\n",
+        raise NotAvailable(what, f"{library_name} did not build:\n{head}\n",
                            "check that cupti.h and libcupti.so come from the same CUDA version as nvcc")
     if link_dir != paths.lib_dir:
         shutil.rmtree(link_dir, ignore_errors=True)
 
 
 def build_tracer(settings: Settings | None = None) -> Path:
-    """The injection library, built once per (source, nvcc version, CUPTI library) and cached.
+    """The activity tracer's injection library (``native/cupti_trace.cpp``), built once and cached."""
+    return _build(settings, SOURCE, LIBRARY_NAME, "CUPTI tracing")
+
+
+def build_metrics_collector(settings: Settings | None = None) -> Path:
+    """The metric collector's injection library (``native/cupti_metrics.cpp``), built once and cached."""
+    return _build(settings, METRICS_SOURCE, METRICS_LIBRARY_NAME, "CUPTI metrics")
+
+
+def _build(settings: Settings | None, source_path: Path, library_name: str, what: str) -> Path:
+    """An injection library, built once per (source, nvcc version, CUPTI library) and cached.
 
     The build goes to a temporary folder next to its final place and is renamed into place, so
     concurrent builders (threads or processes) never see a half-written library.
@@ -181,17 +194,17 @@ def build_tracer(settings: Settings | None = None) -> Path:
     try:
         nvcc = require("nvcc")
     except ToolMissing as e:
-        raise NotAvailable("CUPTI tracing", "nvcc, which builds the tracer, was not found", e.note) from None
+        raise NotAvailable(what, f"nvcc, which builds {library_name}, was not found", e.note) from None
     paths = cupti_paths()
     try:
-        source = SOURCE.read_bytes()
+        source = source_path.read_bytes()
     except OSError as e:
-        raise NotAvailable("CUPTI tracing", f"the tracer source {SOURCE.name} is missing from this install ({e})",
-                           "reinstall kernelscope (the wheel ships tools/native/cupti_trace.cpp)") from None
+        raise NotAvailable(what, f"the source {source_path.name} is missing from this install ({e})",
+                           f"reinstall kernelscope (the wheel ships tools/native/{source_path.name})") from None
     version = tool_info("nvcc").version or "unknown"
     parent = s.home / "cache" / "cupti"
     final_dir = parent / _build_key(source, version, paths.library)
-    lib = final_dir / LIBRARY_NAME
+    lib = final_dir / library_name
     with _build_lock:
         if lib.is_file():
             return lib
@@ -200,7 +213,7 @@ def build_tracer(settings: Settings | None = None) -> Path:
             shutil.rmtree(final_dir, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
         try:
-            _compile(nvcc, paths, tmp)
+            _compile(nvcc, paths, tmp, source_path, library_name, what)
             try:
                 tmp.rename(final_dir)
             except OSError:

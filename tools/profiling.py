@@ -10,14 +10,16 @@ report imports the source, so per-line counters name source lines.
 
 ``analyze`` is the two-stage flow: a light capture (speed of light, launch statistics, occupancy and
 the roofline counters) of every launch (of each kernel and launch configuration's first when a CUPTI
-trace of the program has counted and timed them all), a bottleneck class per kernel, then one deep capture of the
-first launch of the kernels that take the most time, with the sections and the rule metrics that
-class calls for; every rule runs over the merged profile, with SASS and ptxas evidence where the
-target is a compiled artifact.
+trace of the program has counted and timed them all; then in the program's own run, by the CUPTI
+collector of :mod:`kernelscope.tools.metrics`, where it can), a bottleneck class per kernel, then one
+deep Nsight Compute capture of the first launch of the kernels that take the most time, with the
+sections and the rule metrics that class calls for; every rule runs over the merged profile, with SASS
+and ptxas evidence where the target is a compiled artifact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -115,6 +117,10 @@ class AnalyzeRequest(ProfileTarget):
         "auto", description="The CUPTI trace stage: auto runs it first for programs (it counts and times every "
                             "launch, so the light stage needs only each kernel's first) and, in eval mode, after a "
                             "light stage that saw many launches.")
+    light: Literal["auto", "cupti", "ncu"] = Field(
+        "auto", description="What measures the light stage: auto uses the CUPTI collector inside the program's own run "
+                            "(no profiler process; programs whose launches the trace stage has timed) and Nsight "
+                            "Compute otherwise or when the collector cannot; ncu always uses Nsight Compute.")
     overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
                                                    description="Rule thresholds to override: {rule: {name: value}}.")
 
@@ -611,9 +617,46 @@ def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: Analy
             notes.append(f"trace stage: the program {proc.describe_failure()}")
     except NotAvailable as e:  # the tracer could not be built: the ncu stages still run
         notes.append(f"trace stage skipped: {e}")
-    stage = AnalyzeStage(name="trace", wall_s=round(time.monotonic() - t0, 3),
+    stage = AnalyzeStage(name="trace", tool="cupti", wall_s=round(time.monotonic() - t0, 3),
                          kernels=[f"{k.name}: {k.count} launches" for k in out[0].kernels[:5]] if out else [])
     return stage, out, notes
+
+
+# the light stage's hardware metrics when the CUPTI collector measures them (the rest of STAGE1_METRICS are
+# ncu's launch and device metrics, which kernelscope.tools.metrics computes from the launch configuration)
+COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", "device__", "sm__maximum_warps"))]
+
+
+def _collector_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, configs: int,
+                     evidence: Any, cancel: threading.Event | None) -> tuple[Profile | None, list[str]]:
+    """The light stage inside the program's own run (CUPTI range profiler): the first launch of each kernel and
+    launch configuration. (profile, notes); the profile is None where the collector could not measure (the
+    caller then runs Nsight Compute, which explains failures better)."""
+    from kernelscope.tools.metrics import collected_profile, run_collector
+    from kernelscope.tools.run import job_env
+
+    try:
+        proc, got = run_collector(prep.argv, ws, job_env(ws, s.home, lease), COLLECTOR_METRICS, req.timeout_s, s,
+                                  cancel, max_launches=max(configs, 1))
+    except NotAvailable as e:
+        return None, [f"light stage: the CUPTI collector is not available here ({e}); Nsight Compute measured it"]
+    notes = list(got.notes)
+    if proc.cancelled:
+        return None, notes
+    if got.refused:
+        notes.append(f"light stage: this GPU's CUPTI does not know {', '.join(got.refused)}")
+    if not got.launches or proc.timed_out or proc.returncode != 0:
+        why = (f"the program {proc.describe_failure()}" if proc.timed_out or proc.returncode != 0 else
+               "; ".join(got.errors[:3]) or "no launch was profiled")
+        return None, [*notes, f"light stage: the CUPTI collector measured nothing ({why}); Nsight Compute measured it"]
+    if len(got.launches) < configs:
+        notes.append(f"light stage: the CUPTI collector profiled {len(got.launches)} of {configs} launch "
+                     "configurations" + (f" ({'; '.join(got.errors[:2])})" if got.errors else ""))
+    resources: dict[str, Any] = {}
+    if evidence is not None:  # ptxas' registers and shared memory, where the driver did not say
+        with contextlib.suppress(Exception):
+            resources = {kr.mangled_name: kr for kr in evidence.result()[1]}
+    return collected_profile(got, resources, report="light (CUPTI collector)"), notes
 
 
 def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
@@ -660,32 +703,48 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 notes += n
             # ---- stage 1: light capture, class per kernel
             kid, scope = None, "of every launch"
+            configs = 0
             if traced is not None and req.kernel_regex is None and req.launch_skip == 0:
                 # the trace counts and times every launch, so the light stage needs one launch of each
                 # kernel and launch configuration (grid, block, shared memory), or of each kernel where the
                 # configurations are too many (shapes that change every launch)
-                if req.launch_count is None or len(_launch_configs(traced[3])) <= req.launch_count:
+                configs = len(_launch_configs(traced[3]))
+                if req.launch_count is None or configs <= req.launch_count:
                     light_opts = light_opts.model_copy(update={"launch_count": 1,
                                                                "filter_mode": "per-launch-config"})
                     scope = "of the first launch of each kernel and launch configuration"
                 else:
                     kid, scope = "::regex:.*:1", "of each kernel's first launch"
-            note(f"stage 1: speed of light, launch and occupancy {scope}")
+                    configs = 0
+            p1: Profile | None = None
             t0 = time.monotonic()
-            cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
-                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
-            result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
-                                   mode=req.mode, gpu_wait_s=lease.waited_s)
-            light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS), capture=cap1,
-                                 wall_s=round(time.monotonic() - t0, 3))
-            stages.append(light)
-            if traced is not None:
-                _attach_trace(result, traced, prep.display)
-            if rep1 is None:
-                result.stages, result.notes = stages, notes
-                return result
-            p1 = load_profile(rep1, top_lines=0)
-            result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
+            if configs and req.mode == "program" and req.light != "ncu":
+                note(f"stage 1: speed of light, launch and occupancy {scope}, in the program's own run (CUPTI)")
+                p1, n = _collector_stage(prep, ws.path, lease, s, req, configs, evidence, cancel)
+                notes += n
+            if p1 is not None:
+                result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
+                light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
+                                     wall_s=round(time.monotonic() - t0, 3))
+                stages.append(light)
+                if traced is not None:
+                    _attach_trace(result, traced, prep.display)
+            else:
+                note(f"stage 1: speed of light, launch and occupancy {scope}")
+                cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
+                                         timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
+                result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
+                                       mode=req.mode, gpu_wait_s=lease.waited_s)
+                light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
+                                     capture=cap1, tool="ncu", wall_s=round(time.monotonic() - t0, 3))
+                stages.append(light)
+                if traced is not None:
+                    _attach_trace(result, traced, prep.display)
+                if rep1 is None:
+                    result.stages, result.notes = stages, notes
+                    return result
+                p1 = load_profile(rep1, top_lines=0)
+                result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
             totals = _trace_totals(traced)
             groups = _group(p1, totals)
             top = groups[:req.deep_kernels]
@@ -701,6 +760,11 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                     _attach_trace(result, traced, prep.display)
             # ---- stage 2: deep capture of the first launch of each top kernel
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))
+            if light.tool == "cupti":
+                # the collector's replay runs with the caches as the memory restore leaves them (warm and
+                # dirty), where ncu flushes them before each pass: the top kernels' speed of light, DRAM bytes
+                # and FLOPs in the answer are ncu's, measured again here (the collector chose the sections)
+                metrics = metrics + [m for m in COLLECTOR_METRICS if m not in metrics]
             note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
             t0 = time.monotonic()
             deep_opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control,
@@ -718,7 +782,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             p2 = load_profile(rep2)
             result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
         stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, metrics=len(metrics),
-                                   capture=cap2, wall_s=round(time.monotonic() - t0, 3),
+                                   capture=cap2, tool="ncu", wall_s=round(time.monotonic() - t0, 3),
                                    kernels=[ks[0].name for _, ks in top]))
         result.notes += notes + harness_notes(ws.path)
         if cap2.status != "ok":

@@ -403,22 +403,27 @@ async def analyze_tool(
     timeout_s: Annotated[float, Field(gt=0, le=3600, description="Limit per capture.")] = 300.0,
     thresholds: Annotated[dict[str, dict[str, float]] | None, Field(
         description="Rule threshold overrides, e.g. {\"launch.tiny-grid\": {\"max_sm_fraction\": 0.25}}.")] = None,
+    light: Annotated[Literal["auto", "ncu"], Field(
+        description="auto: a program's light stage runs in its own run (CUPTI), no profiler process; ncu: under "
+                    "Nsight Compute.")] = "auto",
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, AnalyzeResult]:
     """Find what limits a CUDA program's or a candidate's kernels and what to do about it. Stage 1
-    captures speed of light, launch statistics and occupancy of every launch and classifies each kernel
-    on the roofline; the class chooses stage 2's Nsight Compute sections (memory workload + source
-    counters for memory-bound, warp states for latency-bound, instruction statistics + SASS for
-    compute-bound, ...) and the rules then give ranked findings (uncoalesced access, bank conflicts,
-    spills, divergence, idle tensor cores, atomics contention, tiny grids, ...) with the evidence, the
-    source line and fixes with their expected effect. Reports which stages ran and how long each took."""
+    measures speed of light, launch statistics and occupancy of every launch (a program's in its own run,
+    through CUPTI) and classifies each kernel on the roofline; the class chooses stage 2's Nsight Compute
+    sections (memory workload + source counters for memory-bound, warp states for latency-bound,
+    instruction statistics + SASS for compute-bound, ...) and the rules then give ranked findings
+    (uncoalesced access, bank conflicts, spills, divergence, idle tensor cores, atomics contention, tiny
+    grids, ...) with the evidence, the source line and fixes with their expected effect. Reports which
+    stages ran, what measured each and how long each took."""
     from kernelscope.tools import profiling as prof
 
     try:
         req = prof.AnalyzeRequest(artifact_id=artifact_id, args=args or [], reference=reference,
                                   reference_path=reference_path, candidate=candidate, candidate_path=candidate_path,
                                   kernel_regex=kernel_regex, launch_skip=launch_skip, launch_count=launch_count,
-                                  deep_kernels=deep_kernels, timeout_s=timeout_s, overrides=thresholds or {})
+                                  deep_kernels=deep_kernels, timeout_s=timeout_s, overrides=thresholds or {},
+                                  light=light)
     except ValueError as e:
         raise ToolError(f"Invalid analyze request: {e}") from None
     if artifact_id is None and candidate is None and candidate_path is None:

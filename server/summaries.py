@@ -301,8 +301,8 @@ def analyze_summary(r: AnalyzeResult, budget: int = DEFAULT_BUDGET_CHARS) -> str
                 if st.capture.program_stderr:
                     lines.append("program stderr (tail): " + st.capture.program_stderr[-600:])
         return _clip("\n".join(lines), budget)
-    stages = "; ".join(f"{st.name} {st.wall_s:.1f} s" + (f" ({', '.join(st.sections)})" if st.sections else "")
-                       for st in r.stages)
+    stages = "; ".join(f"{st.name} {st.wall_s:.1f} s" + (f" by {st.tool}" if st.tool else "")
+                       + (f" ({', '.join(st.sections)})" if st.sections else "") for st in r.stages)
     lines.append(f"Analyzed {len(r.kernels)} of {r.kernels_total} kernel(s) ({r.launches_profiled} launches profiled) "
                  f"in {r.wall_s or 0:.1f} s: {stages}.")
     lines += [f"Note: {n}" for n in r.notes[:3]]

@@ -117,7 +117,7 @@ class AnalyzeRequest(ProfileTarget):
         "auto", description="The CUPTI trace stage: auto runs it first for programs (it counts and times every "
                             "launch, so the light stage needs only each kernel's first) and, in eval mode, after a "
                             "light stage that saw many launches.")
-    light: Literal["auto", "cupti", "ncu"] = Field(
+    light: Literal["auto", "ncu"] = Field(
         "auto", description="What measures the light stage: auto uses the CUPTI collector inside the program's own run "
                             "(no profiler process; programs whose launches the trace stage has timed) and Nsight "
                             "Compute otherwise or when the collector cannot; ncu always uses Nsight Compute.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import threading
 import time
 import zlib
@@ -153,10 +154,11 @@ def test_the_initial_design_jumps_across_the_space_then_refines() -> None:
     """The root's first children are seeded random jumps (reproducible per seed, different across
     seeds); later children are one-knob moves from the best regions."""
     a, b, c = (_run(MCTS(seed=s), 20) for s in (1, 1, 2))
-    first = [n.change for n in a.root.children[:6]]
-    assert all(ch.startswith("random ") for ch in first)
-    assert first == [n.change for n in b.root.children[:6]] != [n.change for n in c.root.children[:6]]
-    later = [n for n in a.nodes[7:] if not n.change.startswith("random ")]
+    jumps = [n for n in a.nodes if n.change.startswith("random ")]
+    assert len(jumps) >= 5 and jumps == a.nodes[1:len(jumps) + 1]  # BLOCK has six values: five jumps at least
+    first = [n.change for n in jumps]
+    assert first == [n.change for n in b.root.children[:len(first)]] != [n.change for n in c.root.children[:len(first)]]
+    later = a.nodes[len(jumps) + 1:]
     assert later and all(n.parent is not None and n.parent.outcome.ok for n in later)
     assert all(sum(n.payload[k] != n.parent.payload[k] for k in n.payload) == 1 for n in later)
     assert not _run(MCTS(initial=0), 10).root.children[0].change.startswith("random ")
@@ -172,6 +174,49 @@ def test_the_initial_design_spreads_over_every_value_of_every_knob() -> None:
         for k in ks:
             counts = [sum(p[k.name] == v for p in taken) for v in k.values]
             assert max(counts) - min(counts) <= 1, (k.name, counts)
+
+
+def test_the_initial_design_counts_only_jumps_that_measured_and_covers_every_value() -> None:
+    """A jump that failed says nothing about speed: the design goes on until ``initial`` jumps measured correct
+    (``max_jumps`` at most), and until every value of every knob has been evaluated once."""
+    def half_fail(cfg: dict[str, str]) -> Outcome:
+        return Outcome("compile-error") if cfg["VEC"] in ("4", "8") else synthetic(cfg)
+
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(MCTS(seed=0, initial=4), exp, half_fail, exp.start(), budget=30)
+    jumps = [n for n in st.root.children if n.change.startswith("random ")]
+    assert jumps == st.nodes[1:len(jumps) + 1]
+    failed = [n for n in jumps if not n.outcome.ok]
+    assert failed and sum(n.outcome.ok for n in jumps) >= 4 and len(jumps) <= 8  # max_jumps: twice initial
+    assert exp.covered([n.payload for n in st.nodes[:len(jumps) + 1]])
+    assert all(not n.change.startswith("random ") for n in st.nodes[len(jumps) + 1:])
+    exp = KnobExpander(parse_knobs(SPACE))
+    capped = run_search(MCTS(seed=0, initial=4, max_jumps=5), exp, lambda cfg: Outcome("compile-error")
+                        if cfg != exp.start().payload else Outcome("correct", speedup=1.0), exp.start(), budget=30)
+    assert sum(n.change.startswith("random ") for n in capped.nodes) == 5
+    # one jump suffices for the count here, but BLOCK's six values need five
+    exp = KnobExpander(parse_knobs(SPACE))
+    one = run_search(MCTS(seed=0, initial=1, max_jumps=10), exp, synthetic, exp.start(), budget=30)
+    jumps = [n for n in one.nodes if n.change.startswith("random ")]
+    assert len(jumps) == 5 and jumps == one.nodes[1:6] and exp.covered([n.payload for n in one.nodes[:6]])
+    assert not any(n.change.startswith("random ") for n in _run(MCTS(initial=0), 10).nodes)
+
+
+def test_the_design_repeats_the_knob_values_that_measured_best() -> None:
+    """Once every value of a knob has been used, a jump must repeat one: among equally spread jumps, the
+    design takes the values that did best so far (the spread still comes first)."""
+    ks = parse_knobs("// @knob A 1 2\n// @knob B 1 2 3\n// @knob C 1 2 3 4\n")
+    exp = KnobExpander(ks)
+    taken = [{"A": "1", "B": "1", "C": "1"}, {"A": "2", "B": "2", "C": "2"}]
+    for good in ("1", "2"):
+        measured = [(taken[0], 1.0 if good == "1" else -1.0), (taken[1], 1.0 if good == "2" else -1.0)]
+        for seed in range(10):
+            cand = exp.design(random.Random(seed), {exp.key(c) for c in taken}, taken, measured=measured)
+            # A must repeat a value and takes the better configuration's; B and C take values not used yet
+            assert cand.payload["A"] == good and cand.payload["B"] == "3" and cand.payload["C"] in ("3", "4")
+    # without measurements the repeat is at random, as before
+    picks = {exp.design(random.Random(s), set(), taken).payload["A"] for s in range(20)}
+    assert picks == {"1", "2"}
 
 
 def test_a_node_whose_children_all_fail_is_pruned() -> None:

@@ -8,6 +8,7 @@ so the same file is both the template and, once applied, a candidate.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -167,12 +168,23 @@ class KnobExpander:
                 return Candidate(self.key(cfg), cfg, "random " + " ".join(f"{k}={v}" for k, v in cfg.items()))
         return None
 
-    def design(self, rng: Any, seen: set[str], taken: list[dict[str, str]], tries: int = 64) -> Any:
+    def covered(self, taken: list[dict[str, str]]) -> bool:
+        """Whether every value of every knob is in one of the configurations ``taken`` (one sweep of a Latin
+        hypercube)."""
+        return all(v in {cfg.get(k.name) for cfg in taken} for k in self.knobs for v in k.values)
+
+    def design(self, rng: Any, seen: set[str], taken: list[dict[str, str]], tries: int = 64,
+               measured: list[tuple[dict[str, str], float]] | None = None) -> Any:
         """A jump for an initial design that spreads over the space, given the configurations ``taken`` so far
         (evaluated or in flight): every knob takes one of its values that ``taken`` uses least (at random
         among them), so that a few jumps cover each value of each knob, as a Latin hypercube does; of
         ``tries`` such draws, the one that differs from its nearest configuration in ``taken`` in the most
-        knobs (maximin). Falls back to ``sample`` when every such draw was seen."""
+        knobs (maximin). Among draws equally far, the one whose values did best in the configurations
+        ``measured`` so far ((configuration, reward) pairs): the sum over its knobs of the best reward
+        measured with its value, a value not measured yet counting as the highest reward there is. So once
+        a knob has had every value and must repeat one, the design repeats the value that did best rather
+        than any. Falls back to ``sample`` when every such draw was seen."""
+        from kernelscope.agent.search.reward import MAX_LOG2
         from kernelscope.agent.search.strategies import Candidate
 
         size = 1
@@ -188,15 +200,20 @@ class KnobExpander:
                     used[cfg[k.name]] += 1
             fewest = min(used.values())
             least[k.name] = [v for v in k.values if used[v] == fewest]
+        prior: dict[tuple[str, str], float] = {}  # (knob, value) -> best reward measured with it
+        for cfg, r in measured or ():
+            for name, v in cfg.items():
+                prior[(name, v)] = max(r, prior.get((name, v), r))
         best: dict[str, str] | None = None
-        best_d = -1
+        best_score: tuple[int, float] = (-1, -math.inf)
         for _ in range(tries):
             cfg = {k.name: rng.choice(least[k.name]) for k in self.knobs}
             if self.key(cfg) in seen:
                 continue
             d = min((sum(cfg[n] != t.get(n) for n in cfg) for t in taken), default=len(cfg))
-            if d > best_d:
-                best, best_d = cfg, d
+            score = (d, sum(prior.get((n, v), MAX_LOG2) for n, v in cfg.items()))
+            if score > best_score:
+                best, best_score = cfg, score
         if best is None:
             return self.sample(rng, seen)
         return Candidate(self.key(best), best, "random " + " ".join(f"{k}={v}" for k, v in best.items()))

@@ -146,12 +146,16 @@ class MCTS:
     - max backup (the best kernel found below a node is what matters, not the average);
     - dead-end pruning: a node whose ``fail_limit`` latest children all failed to compile or were
       incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again;
-    - an initial design: the root's first ``initial`` children are jumps across the whole space, seeded by
-      ``seed``, where the proposer can sample, so the tree starts from the best of several regions instead
-      of climbing from one corner (a proposer that cannot sample, such as an LLM, simply expands). With a
-      proposer that has a ``design`` (the knob proposer), the jumps are spread: each knob takes the values
-      used least so far (each value of a knob is tried before any is repeated, as in a Latin hypercube) and
-      the jumps differ from each other in as many knobs as they can; otherwise they are ``expander.sample``s;
+    - an initial design: the root's first children are jumps across the whole space, seeded by ``seed``,
+      where the proposer can sample, so the tree starts from the best of several regions instead of climbing
+      from one corner (a proposer that cannot sample, such as an LLM, simply expands). The jumps go on until
+      ``initial`` of them measured correct (a jump that failed to build or was incorrect says nothing about
+      speed, so it is not counted) and, where the proposer can tell (``covered``), every value of every knob
+      has been evaluated once; ``max_jumps`` (twice ``initial`` unless set) at most. With a proposer that has
+      a ``design`` (the knob proposer), the jumps are spread: each knob takes the values used least so far
+      (each value of a knob is tried before any is repeated, as in a Latin hypercube), the jumps differ from
+      each other in as many knobs as they can, and among equally spread jumps the one made of the values that
+      measured best so far is taken; otherwise they are ``expander.sample``s;
     - virtual loss, for several evaluations in flight at once (``run_search(parallel=...)``): on every node
       of its path, an expansion in flight counts as a visit that lost ``virtual_loss`` (UCT sees ``visits +
       pending`` visits and a value lowered by ``virtual_loss * pending / (visits + pending)``), and progressive
@@ -169,7 +173,8 @@ class MCTS:
     no_gain: int = 4
     gain_eps: float = 0.01
     backup: Literal["max", "mean"] = "max"
-    initial: int = 6
+    initial: int = 4
+    max_jumps: int | None = None
     seed: int = 0
     virtual_loss: float = 1.0
     name: str = "mcts"
@@ -200,7 +205,7 @@ class MCTS:
             if st.root.dead:
                 return None
             node = st.root
-            if len(node.children) + node.pending_children < self.initial and not node.exhausted:
+            if self._designing(st):
                 cand = self._jump(st)  # the initial design: jumps across the space
                 if cand is not None:
                     self._jumps.add(cand.key)
@@ -229,14 +234,30 @@ class MCTS:
                 node = max(live, key=lambda c: self.uct(c, node))
         return None
 
+    def _designing(self, st: SearchState) -> bool:
+        """Whether the initial design wants another jump: fewer than ``initial`` of the root's children
+        measured correct (those in flight count as if they will), or a knob value not evaluated yet, and fewer
+        than ``max_jumps`` children in all."""
+        root = st.root
+        if self.initial <= 0 or root.exhausted:
+            return False
+        jumps = len(root.children) + root.pending_children
+        if jumps >= (self.max_jumps if self.max_jumps is not None else 2 * self.initial):
+            return False
+        if sum(c.outcome.ok for c in root.children) + root.pending_children < self.initial:
+            return True
+        covered = getattr(st.expander, "covered", None)
+        return covered is not None and not covered([n.payload for n in st.nodes] + [p.cand.payload for p in st.pending])
+
     def _jump(self, st: SearchState) -> Candidate | None:
         """The initial design's next jump: spread over the space by the expander's ``design`` (given what was
-        evaluated or is in flight) where it has one, else a uniform ``sample``."""
+        evaluated or is in flight, and what each evaluated candidate measured) where it has one, else a uniform
+        ``sample``."""
         design = getattr(st.expander, "design", None)
         if design is None:
             return st.expander.sample(self._rng, st.seen)
         taken = [n.payload for n in st.nodes] + [p.cand.payload for p in st.pending]
-        return design(self._rng, st.seen, taken)
+        return design(self._rng, st.seen, taken, measured=[(n.payload, n.reward) for n in st.nodes])
 
     def complete(self, st: SearchState, node: Node) -> None:
         """Prune the expanded node if its children say so (not for the initial design's jumps) and back the

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from kernelscope.config import Settings
 from kernelscope.models import KernelProfile, KernelResources, MetricValue, Profile
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
+from kernelscope.tools.ncu import KEY_METRICS, key_fields, rule_metrics
 
 # ncu's units for the metrics the collector reads (a metric missing here keeps no unit)
 UNITS: dict[str, str] = {
@@ -194,29 +195,14 @@ def launch_profile(i: int, ln: CollectedLaunch, dev: DeviceInfo, kept: list[str]
     }
     for m, (v, unit) in computed.items():
         metrics[m] = MetricValue(value=v, unit=unit)
-
-    def val(m: str) -> float | None:
-        v = ln.values.get(m)
-        return float(v) if v is not None else None
-
-    return KernelProfile(
-        id=i, name=ln.demangled or ln.name, mangled_name=ln.name, device=dev.name, grid_size=grid,
-        block_size=block, registers_per_thread=regs, shared_mem_static_bytes=smem,
-        shared_mem_dynamic_bytes=ln.dyn_smem, waves_per_sm=waves, duration_ns=val("gpu__time_duration.sum"),
-        sm_throughput_pct=val("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-        memory_throughput_pct=val("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
-        dram_bytes_read=val("dram__bytes_read.sum"), dram_bytes_write=val("dram__bytes_write.sum"),
-        l1_hit_rate_pct=val("l1tex__t_sector_hit_rate.pct"), l2_hit_rate_pct=val("lts__t_sector_hit_rate.pct"),
-        achieved_occupancy_pct=val("sm__warps_active.avg.pct_of_peak_sustained_active"),
-        theoretical_occupancy_pct=theo, metrics=metrics)
+    return KernelProfile(id=i, name=ln.demangled or ln.name, mangled_name=ln.name, device=dev.name,
+                         **key_fields(metrics), metrics=metrics)
 
 
 def collected_profile(c: Collected, resources: dict[str, KernelResources] | None = None,
                       report: str = "collector") -> Profile:
     """Every profiled launch as a KernelProfile, in launch order (the shape ``load_profile`` gives an ncu
     report), keeping every metric the rules read (None where not collected)."""
-    from kernelscope.tools.ncu import KEY_METRICS, rule_metrics
-
     kept = list(dict.fromkeys([*KEY_METRICS.values(), *rule_metrics()]))
     launches = sorted(c.launches, key=lambda ln: ln.seq)
     return Profile(report=report, kernels=[launch_profile(i, ln, c.device, kept, resources)

@@ -92,6 +92,17 @@ def _num(mv: MetricValue) -> float | None:
     return float(mv.value) if isinstance(mv.value, (int, float)) else None
 
 
+def key_fields(metrics: dict[str, MetricValue]) -> dict[str, Any]:
+    """A KernelProfile's typed fields (KEY_METRICS) from its metrics: numbers, integers where the field is one,
+    None where the metric is missing."""
+    fields: dict[str, Any] = {}
+    for field, metric in KEY_METRICS.items():
+        mv = metrics.get(metric)
+        v = _num(mv) if mv is not None else None
+        fields[field] = int(v) if v is not None and field in _INT_FIELDS else v
+    return fields
+
+
 def _ratio(metrics: dict[str, MetricValue], num: str, den: str) -> float | None:
     n, d = _num(metrics[num]), _num(metrics[den])
     return round(n / d, 3) if n is not None and d else None
@@ -229,15 +240,8 @@ def _kernels(nr: Any, ctx: Any, top_lines: int) -> list[KernelProfile]:
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             a = rng.action_by_idx(ai)
-            fields: dict[str, Any] = {}
-            metrics: dict[str, MetricValue] = {}
-            for field, metric in KEY_METRICS.items():
-                mv = _value(a, metric)
-                metrics[metric] = mv
-                v = _num(mv)
-                fields[field] = int(v) if v is not None and field in _INT_FIELDS else v
-            for metric in kept:
-                metrics[metric] = _value(a, metric)
+            metrics = {metric: _value(a, metric) for metric in [*KEY_METRICS.values(), *kept]}
+            fields = key_fields(metrics)
             stalls = {}
             for name in a.metric_names():
                 m = _STALL.match(name)

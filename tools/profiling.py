@@ -717,6 +717,7 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                     kid, scope = "::regex:.*:1", "of each kernel's first launch"
                     configs = 0
             p1: Profile | None = None
+            rep1: Path | None = None
             t0 = time.monotonic()
             if configs and req.mode == "program" and req.light != "ncu":
                 note(f"stage 1: speed of light, launch and occupancy {scope}, in the program's own run (CUPTI)")
@@ -726,9 +727,6 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
                 light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
                                      wall_s=round(time.monotonic() - t0, 3))
-                stages.append(light)
-                if traced is not None:
-                    _attach_trace(result, traced, prep.display)
             else:
                 note(f"stage 1: speed of light, launch and occupancy {scope}")
                 cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
@@ -737,9 +735,10 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                                        mode=req.mode, gpu_wait_s=lease.waited_s)
                 light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
                                      capture=cap1, tool="ncu", wall_s=round(time.monotonic() - t0, 3))
-                stages.append(light)
-                if traced is not None:
-                    _attach_trace(result, traced, prep.display)
+            stages.append(light)
+            if traced is not None:
+                _attach_trace(result, traced, prep.display)
+            if p1 is None:
                 if rep1 is None:
                     result.stages, result.notes = stages, notes
                     return result

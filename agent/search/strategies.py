@@ -247,7 +247,12 @@ class MCTS:
         if sum(c.outcome.ok for c in root.children) + root.pending_children < self.initial:
             return True
         covered = getattr(st.expander, "covered", None)
-        return covered is not None and not covered([n.payload for n in st.nodes] + [p.cand.payload for p in st.pending])
+        return covered is not None and not covered(self._taken(st))
+
+    @staticmethod
+    def _taken(st: SearchState) -> list[Any]:
+        """The payloads evaluated or in flight."""
+        return [n.payload for n in st.nodes] + [p.cand.payload for p in st.pending]
 
     def _jump(self, st: SearchState) -> Candidate | None:
         """The initial design's next jump: spread over the space by the expander's ``design`` (given what was
@@ -256,8 +261,7 @@ class MCTS:
         design = getattr(st.expander, "design", None)
         if design is None:
             return st.expander.sample(self._rng, st.seen)
-        taken = [n.payload for n in st.nodes] + [p.cand.payload for p in st.pending]
-        return design(self._rng, st.seen, taken, measured=[(n.payload, n.reward) for n in st.nodes])
+        return design(self._rng, st.seen, self._taken(st), measured=[(n.payload, n.reward) for n in st.nodes])
 
     def complete(self, st: SearchState, node: Node) -> None:
         """Prune the expanded node if its children say so (not for the initial design's jumps) and back the

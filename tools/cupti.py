@@ -172,6 +172,15 @@ def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path, source: Path, library
                            "check that cupti.h and libcupti.so come from the same CUDA version as nvcc")
     if link_dir != paths.lib_dir:
         shutil.rmtree(link_dir, ignore_errors=True)
+    # the driver loads an injection library silently: one that cannot load (an unresolved symbol) would
+    # collect nothing and say nothing, so it is loaded once here, in a child process, before it is used
+    probe = "import ctypes, sys; ctypes.CDLL(sys.argv[1])"
+    r = subprocess.run([sys.executable, "-c", probe, str(out_dir / library_name)], capture_output=True, text=True,
+                       timeout=60, check=False)
+    if r.returncode != 0:
+        err = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise NotAvailable(what, f"{library_name} built but does not load ({err[:300]})",
+                           "check that cupti.h and libcupti.so come from the same CUDA version as nvcc")
 
 
 def build_tracer(settings: Settings | None = None) -> Path:

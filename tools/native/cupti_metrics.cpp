@@ -3,7 +3,20 @@
 // It collects hardware metrics (the same Perfworks metric names Nsight Compute uses) for selected kernel
 // launches with CUPTI's Range Profiler: auto ranges, kernel replay, one launch per range. No separate
 // profiler process: the program runs once, and each selected launch is replayed in place as many times
-// as its metrics need passes.
+// as its metrics need passes. For the deep launches it also collects, per instruction, what Nsight
+// Compute's source counters show: PC samples by warp stall reason (CUPTI's PC sampling API) and executed
+// instructions, threads, global sectors and shared wavefronts with their ideal (CUPTI's SASS metrics API),
+// each on its own run of the launch over a checkpoint of the context's memory (CUPTI's checkpoint API):
+//
+//   API_ENTER   save the memory; PC sampling of one run of the kernel (on a worker thread: CUPTI neither
+//               samples nor patches a launch made from inside its callbacks); restore the memory
+//   the launch  the range profiler's passes (kernel replay), as for every profiled launch
+//   API_EXIT    save the memory as the launch left it; restore the saved one; the SASS metrics pass; restore
+//               the memory as the launch left it
+//
+// The order is what works on the H100 (driver 580, CUDA 13): PC sampling after the range profiler's passes
+// counted samples but handed over no PC records, and a SASS metric configuration set before them made the
+// range profiler record no range.
 //
 // Environment:
 //   KERNELSCOPE_METRICS_DIR       where metrics-<pid>.jsonl is written (required: nothing happens without it)
@@ -14,14 +27,32 @@
 //   KERNELSCOPE_METRICS_MAX       at most this many launches are profiled (default 64)
 //   KERNELSCOPE_METRICS_KERNELS   only kernels whose mangled or demangled name contains one of these
 //                                 '|'-separated substrings (default: every kernel)
+//   KERNELSCOPE_METRICS_DEEP      further metric names for the deep launches (below): their launches are
+//                                 profiled with KERNELSCOPE_METRICS and these together
+//   KERNELSCOPE_DEEP_KERNELS      '|'-separated name substrings ("*": every kernel): the deep launches
+//                                 (default: none)
+//   KERNELSCOPE_DEEP_MAX          at most this many deep launches (default 16); later ones get the light metrics
+//   KERNELSCOPE_SOURCE            "1" ("pc", "sass": only that pass): the per-instruction passes of the deep
+//                                 launches (above): PC sampling of every stall reason and the SASS metrics in
+//                                 KERNELSCOPE_SASS_METRICS (comma-separated), with each instruction's source
+//                                 line where the cubin has line information
+//   KERNELSCOPE_PCSAMP_PERIOD     PC sampling period as a power of two of cycles, 5..31 (default 9)
+//   KERNELSCOPE_PCSAMP_BUFFER_MB  PC sampling's hardware buffer (default 64)
 //
 // Line formats:
-//   {"t":"meta","pid":..,"chip":"GH100","metrics":[..],"refused":[..],"passes":N,"device":{..}}
+//   {"t":"meta","pid":..,"chip":"GH100","metrics":[..],"deep_metrics":[..],"sass_metrics":[..],
+//    "sass_catalogue":[..],"refused":[..],"passes":N,"deep_passes":M,"device":{..}}
 //   {"t":"launch","seq":..,"name":"<mangled>","demangled":"..","grid":[x,y,z],"block":[x,y,z],"dyn_smem":..,
 //    "regs":..,"static_smem":..,"local_bytes":..,"attr_error":0,"max_blocks_per_sm":..,"wall_ns":..,
-//    "values":{..}}     (regs/static_smem/local_bytes -1 where the driver did not say: attr_error its CUresult)
+//    "deep":b,"values":{..}}   (regs/static_smem/local_bytes -1 where the driver did not say: attr_error its
+//                               CUresult)
+//   {"t":"source","seq":..,"name":"<mangled>","period":P,"sampled":b,"counted":b,"samples":N,"dropped":M,
+//    "wall_ns":..,"reasons":[..],
+//    "sass_metrics":[..],"pcs":[{"pc":off,"file":"..","line":L,"stall":[..per reason..],"sass":[..]},..]}
+//                       (per instruction of the deep launch; "file" is "" and "line" 0 without line info)
 //   {"t":"error","call":"..","what":".."}   a CUPTI call failed; profiling of that launch is skipped
-//   {"t":"end","profiled":N,"skipped":M}
+//   {"t":"end","profiled":N,"skipped":M,"launches":L,"configs":[{"name":..,"grid":[..],"block":[..],
+//    "dyn_smem":..,"launches":n},..],"configs_capped":false}   (launches per kernel and configuration)
 //
 // A metric that this GPU or CUPTI does not know is left out of the configuration (named in "refused")
 // rather than failing the whole collection. Nothing here may take the host program down.
@@ -32,12 +63,18 @@
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
+#include <cupti_checkpoint.h>
+#include <cupti_pcsampling.h>
+#include <cupti_sass_metrics.h>
+
+using NV::Cupti::Checkpoint::CUpti_Checkpoint;
 
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -46,9 +83,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -58,23 +97,48 @@ namespace {
 std::mutex g_mu;  // one profiled launch at a time; guards everything below
 FILE* g_out = nullptr;
 pid_t g_pid = 0;
-std::vector<std::string> g_metrics;         // requested and accepted
-std::vector<std::string> g_refused;         // requested, not known here
-std::vector<const char*> g_metric_ptrs;     // into g_metrics
+// A metric configuration: the accepted names, the config image the range profiler runs, its passes, and
+// the host object that evaluates its counter data.
+struct MetricSet {
+    std::vector<std::string> names;
+    std::vector<const char*> ptrs;  // into names
+    std::vector<uint8_t> config;
+    size_t passes = 0;
+    CUpti_Profiler_Host_Object* host = nullptr;
+};
+std::vector<std::string> g_wanted;       // KERNELSCOPE_METRICS
+std::vector<std::string> g_wanted_deep;  // KERNELSCOPE_METRICS_DEEP
+std::vector<std::string> g_refused;      // requested, not known here
+MetricSet g_light;                       // every profiled launch
+MetricSet g_deep;                        // the deep launches: g_light's names and the deep ones
 std::string g_filter = "per-config";
 std::vector<std::string> g_kernel_filters;
+std::vector<std::string> g_deep_kernels;
+bool g_source = false;                   // per-instruction passes (PC sampling, SASS metrics) for deep launches
+bool g_source_pc = true, g_source_sass = true;  // which of the two
+
+unsigned g_pcsamp_period = 9;
+size_t g_pc_hw_buffer = size_t(64) << 20;  // PC sampling's hardware buffer (KERNELSCOPE_PCSAMP_BUFFER_MB)
+std::vector<std::string> g_sass_wanted;  // KERNELSCOPE_SASS_METRICS
 long g_max = 64;
+long g_deep_max = 16;   // deep launches at most (KERNELSCOPE_DEEP_MAX); later ones get the light metrics
+long g_deep_count = 0;
 long g_profiled = 0;
 long g_skipped = 0;
 long g_seq = 0;  // launches seen (every kernel launch, profiled or not)
 std::string g_chip;
+bool g_configured = false;
 bool g_broken = false;  // a setup step failed: profile nothing more
 
-std::vector<uint8_t> g_config;
-CUpti_Profiler_Host_Object* g_host = nullptr;
 std::unordered_map<CUcontext, CUpti_RangeProfiler_Object*> g_objects;
-std::set<std::tuple<std::string, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>> g_seen;
+using ConfigKey = std::tuple<std::string, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned>;
+std::set<ConfigKey> g_seen;
+std::map<ConfigKey, long> g_counts;  // launches per kernel and launch configuration (every launch, profiled or not)
+const size_t MAX_COUNTED = 4096;      // configurations counted at most (shapes that change every launch)
 thread_local bool t_active = false;  // this thread started a range for the launch in flight
+thread_local bool t_inner = false;   // this thread is relaunching a kernel for the source passes
+thread_local MetricSet* t_set = nullptr;
+thread_local bool t_source = false;  // the launch in flight gets the source passes at its API_EXIT
 thread_local CUcontext t_ctx = nullptr;
 thread_local std::chrono::steady_clock::time_point t_start;
 
@@ -87,6 +151,15 @@ struct Driver {
     decltype(&cuFuncGetAttribute) func_get_attribute = nullptr;
     decltype(&cuKernelGetAttribute) kernel_get_attribute = nullptr;  // may be absent (older drivers)
     decltype(&cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancy = nullptr;
+    // for the source passes' own launches (absent ones turn the source passes off, nothing else)
+    decltype(&cuLaunchKernel) launch_kernel = nullptr;
+    decltype(&cuLaunchKernel) launch_kernel_ptsz = nullptr;
+    decltype(&cuLaunchCooperativeKernel) launch_cooperative = nullptr;
+    decltype(&cuLaunchCooperativeKernel) launch_cooperative_ptsz = nullptr;
+    decltype(&cuLaunchKernelEx) launch_ex = nullptr;
+    decltype(&cuLaunchKernelEx) launch_ex_ptsz = nullptr;
+    CUresult (*ctx_synchronize)() = nullptr;
+    decltype(&cuCtxSetCurrent) ctx_set_current = nullptr;
     bool load() {
         void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
         if (h == nullptr) h = dlopen("libcuda.so.1", RTLD_LAZY);
@@ -97,6 +170,15 @@ struct Driver {
         func_get_attribute = reinterpret_cast<decltype(func_get_attribute)>(dlsym(h, "cuFuncGetAttribute"));
         kernel_get_attribute = reinterpret_cast<decltype(kernel_get_attribute)>(dlsym(h, "cuKernelGetAttribute"));
         occupancy = reinterpret_cast<decltype(occupancy)>(dlsym(h, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+        launch_kernel = reinterpret_cast<decltype(launch_kernel)>(dlsym(h, "cuLaunchKernel"));
+        launch_kernel_ptsz = reinterpret_cast<decltype(launch_kernel_ptsz)>(dlsym(h, "cuLaunchKernel_ptsz"));
+        launch_cooperative = reinterpret_cast<decltype(launch_cooperative)>(dlsym(h, "cuLaunchCooperativeKernel"));
+        launch_cooperative_ptsz =
+            reinterpret_cast<decltype(launch_cooperative_ptsz)>(dlsym(h, "cuLaunchCooperativeKernel_ptsz"));
+        launch_ex = reinterpret_cast<decltype(launch_ex)>(dlsym(h, "cuLaunchKernelEx"));
+        launch_ex_ptsz = reinterpret_cast<decltype(launch_ex_ptsz)>(dlsym(h, "cuLaunchKernelEx_ptsz"));
+        ctx_synchronize = reinterpret_cast<decltype(ctx_synchronize)>(dlsym(h, "cuCtxSynchronize"));
+        ctx_set_current = reinterpret_cast<decltype(ctx_set_current)>(dlsym(h, "cuCtxSetCurrent"));
         return ctx_get_device && device_get_attribute && device_get_name && func_get_attribute && occupancy;
     }
 } g_cu;
@@ -179,71 +261,156 @@ std::string demangle(const char* mangled) {
 
 // ---- configuration (host side: no GPU work) ---------------------------------------------------------
 
-bool build_config(const std::vector<const char*>& names, std::vector<uint8_t>* image, size_t* passes) {
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = g_host;
-    add.ppMetricNames = const_cast<const char**>(names.data());
-    add.numMetrics = names.size();
-    if (cuptiProfilerHostConfigAddMetrics(&add) != CUPTI_SUCCESS) return false;
-    CUpti_Profiler_Host_GetConfigImageSize_Params sz = {CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-    sz.pHostObject = g_host;
-    if (cuptiProfilerHostGetConfigImageSize(&sz) != CUPTI_SUCCESS) return false;
-    image->assign(sz.configImageSize, 0);
-    CUpti_Profiler_Host_GetConfigImage_Params get = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-    get.pHostObject = g_host;
-    get.configImageSize = image->size();
-    get.pConfigImage = image->data();
-    if (cuptiProfilerHostGetConfigImage(&get) != CUPTI_SUCCESS) return false;
-    CUpti_Profiler_Host_GetNumOfPasses_Params np = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-    np.pConfigImage = image->data();
-    np.configImageSize = image->size();
-    if (cuptiProfilerHostGetNumOfPasses(&np) != CUPTI_SUCCESS) return false;
-    *passes = np.numOfPasses;
-    return true;
-}
-
-bool new_host() {
-    if (g_host != nullptr) {
-        CUpti_Profiler_Host_Deinitialize_Params de = {CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
-        de.pHostObject = g_host;
-        cuptiProfilerHostDeinitialize(&de);
-        g_host = nullptr;
-    }
+CUpti_Profiler_Host_Object* new_host() {
     CUpti_Profiler_Host_Initialize_Params hi = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     hi.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     hi.pChipName = g_chip.c_str();
     hi.pCounterAvailabilityImage = nullptr;
-    if (!ok(cuptiProfilerHostInitialize(&hi), "cuptiProfilerHostInitialize")) return false;
-    g_host = hi.pHostObject;
+    if (!ok(cuptiProfilerHostInitialize(&hi), "cuptiProfilerHostInitialize")) return nullptr;
+    return hi.pHostObject;
+}
+
+void free_host(CUpti_Profiler_Host_Object* host) {
+    if (host == nullptr) return;
+    CUpti_Profiler_Host_Deinitialize_Params de = {CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    de.pHostObject = host;
+    cuptiProfilerHostDeinitialize(&de);
+}
+
+// A config image for these names on a fresh host object, which is kept (in *host) when the build succeeds.
+bool build_config(const std::vector<std::string>& names, MetricSet* out) {
+    CUpti_Profiler_Host_Object* host = new_host();
+    if (host == nullptr) return false;
+    std::vector<const char*> ptrs;
+    for (const auto& n : names) ptrs.push_back(n.c_str());
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host;
+    add.ppMetricNames = ptrs.data();
+    add.numMetrics = ptrs.size();
+    CUpti_Profiler_Host_GetConfigImageSize_Params sz = {CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    sz.pHostObject = host;
+    std::vector<uint8_t> image;
+    bool good = cuptiProfilerHostConfigAddMetrics(&add) == CUPTI_SUCCESS &&
+                cuptiProfilerHostGetConfigImageSize(&sz) == CUPTI_SUCCESS;
+    if (good) {
+        image.assign(sz.configImageSize, 0);
+        CUpti_Profiler_Host_GetConfigImage_Params get = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+        get.pHostObject = host;
+        get.configImageSize = image.size();
+        get.pConfigImage = image.data();
+        good = cuptiProfilerHostGetConfigImage(&get) == CUPTI_SUCCESS;
+    }
+    CUpti_Profiler_Host_GetNumOfPasses_Params np = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    if (good) {
+        np.pConfigImage = image.data();
+        np.configImageSize = image.size();
+        good = cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS;
+    }
+    if (!good) {
+        free_host(host);
+        return false;
+    }
+    free_host(out->host);
+    out->host = host;
+    out->names = names;
+    out->ptrs.clear();
+    for (const auto& n : out->names) out->ptrs.push_back(n.c_str());
+    out->config = std::move(image);
+    out->passes = np.numOfPasses;
     return true;
 }
 
-// The config image for the accepted metrics; unknown names are dropped one by one (so a typo or a
-// metric this chip lacks costs that metric, not the collection).
-bool configure(CUdevice dev, std::string* device_json) {
+// The accepted subset of these names: all of them when the whole list builds, else each name alone (so a
+// typo or a metric this chip lacks costs that metric, not the collection).
+std::vector<std::string> accepted(const std::vector<std::string>& wanted) {
+    MetricSet probe;
+    if (wanted.empty() || build_config(wanted, &probe)) {
+        free_host(probe.host);
+        return wanted;
+    }
+    std::vector<std::string> out;
+    for (const auto& m : wanted) {
+        MetricSet one;
+        if (build_config({m}, &one)) out.push_back(m);
+        else g_refused.push_back(m);
+        free_host(one.host);
+    }
+    return out;
+}
+
+void json_names(std::string& line, const std::vector<std::string>& names) {
+    line += '[';
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (i) line += ',';
+        json_string(line, names[i].c_str());
+    }
+    line += ']';
+}
+
+// ---- per-instruction collection: SASS metrics' catalogue (host side) --------------------------------
+
+struct SassSetup {
+    std::vector<std::string> names;  // wanted and known here, in configuration order
+    std::vector<uint64_t> ids;
+    bool configured = false;  // names and ids known; the device's configuration is set for each pass
+    uint32_t device = 0;
+};
+SassSetup g_sass;
+
+std::vector<std::string> g_sass_catalogue;  // every SASS metric this chip offers (written in the meta line)
+
+void sass_catalogue(CUdevice dev) {  // caller holds g_mu; the names this chip offers, for the ones asked
+    CUpti_SassMetrics_GetNumOfMetrics_Params nm = {CUpti_SassMetrics_GetNumOfMetrics_Params_STRUCT_SIZE};
+    nm.pChipName = g_chip.c_str();
+    if (cuptiSassMetricsGetNumOfMetrics(&nm) == CUPTI_SUCCESS && nm.numOfMetrics > 0) {
+        std::vector<CUpti_SassMetrics_MetricDetails> all(nm.numOfMetrics);
+        CUpti_SassMetrics_GetMetrics_Params gm = {CUpti_SassMetrics_GetMetrics_Params_STRUCT_SIZE};
+        gm.pChipName = g_chip.c_str();
+        gm.numOfMetrics = all.size();
+        gm.pMetricsList = all.data();
+        if (cuptiSassMetricsGetMetrics(&gm) == CUPTI_SUCCESS)
+            for (const auto& m : all)
+                if (m.pMetricName) g_sass_catalogue.emplace_back(m.pMetricName);
+    }
+    for (const auto& m : g_sass_wanted) {
+        CUpti_SassMetrics_GetProperties_Params pp = {CUpti_SassMetrics_GetProperties_Params_STRUCT_SIZE};
+        pp.pChipName = g_chip.c_str();
+        pp.pMetricName = m.c_str();
+        if (cuptiSassMetricsGetProperties(&pp) == CUPTI_SUCCESS) {
+            g_sass.names.push_back(m);
+            g_sass.ids.push_back(pp.metric.metricId);
+        } else {
+            g_refused.push_back(m);
+        }
+    }
+    g_sass.configured = !g_sass.names.empty();
+    g_sass.device = static_cast<uint32_t>(dev);
+}
+
+// The metric sets for the accepted metrics, the device's attributes, and the meta line.
+bool configure(CUdevice dev) {
     CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
     chip.deviceIndex = static_cast<size_t>(dev);
     if (!ok(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName")) return false;
     g_chip = chip.pChipName;
-    if (!new_host()) return false;
-    std::vector<std::string> wanted = g_metrics;
-    g_metrics.clear();
-    for (const auto& m : wanted) {  // each name alone first: which ones this chip knows
-        std::vector<const char*> one = {m.c_str()};
-        std::vector<uint8_t> img;
-        size_t passes = 0;
-        if (!new_host()) return false;
-        if (build_config(one, &img, &passes)) g_metrics.push_back(m);
-        else g_refused.push_back(m);
-    }
-    if (!new_host()) return false;
-    g_metric_ptrs.clear();
-    for (const auto& m : g_metrics) g_metric_ptrs.push_back(m.c_str());
-    size_t passes = 0;
-    if (!g_metrics.empty() && !build_config(g_metric_ptrs, &g_config, &passes)) {
+    std::vector<std::string> light = accepted(g_wanted);
+    if (!light.empty() && !build_config(light, &g_light)) {
         ok(CUPTI_ERROR_UNKNOWN, "cuptiProfilerHostGetConfigImage(all metrics)");
         return false;
     }
+    std::vector<std::string> extra;
+    for (const auto& m : g_wanted_deep)
+        if (std::find(light.begin(), light.end(), m) == light.end() &&
+            std::find(extra.begin(), extra.end(), m) == extra.end())
+            extra.push_back(m);
+    extra = accepted(extra);
+    std::vector<std::string> deep = light;
+    deep.insert(deep.end(), extra.begin(), extra.end());
+    if (!g_deep_kernels.empty() && !deep.empty() && !build_config(deep, &g_deep)) {
+        ok(CUPTI_ERROR_UNKNOWN, "cuptiProfilerHostGetConfigImage(deep metrics)");
+        g_deep_kernels.clear();
+    }
+    if (g_source && !g_deep_kernels.empty()) sass_catalogue(dev);
     auto attr = [&](CUdevice_attribute a) {
         int v = 0;
         g_cu.device_get_attribute(&v, a, dev);
@@ -260,6 +427,7 @@ bool configure(CUdevice dev, std::string* device_json) {
         {"max_threads_per_sm", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
         {"max_blocks_per_sm", CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR},
         {"regs_per_sm", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR},
+        {"regs_per_block", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
         {"smem_per_sm", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR},
         {"smem_per_block_optin", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
         {"reserved_smem_per_block", CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK},
@@ -268,22 +436,22 @@ bool configure(CUdevice dev, std::string* device_json) {
     };
     for (const auto& a : attrs) d += std::string(",\"") + a.first + "\":" + std::to_string(attr(a.second));
     d += '}';
-    *device_json = d;
     std::string line = "{\"t\":\"meta\",\"pid\":" + std::to_string(static_cast<long long>(getpid())) + ",\"chip\":";
     json_string(line, g_chip.c_str());
-    line += ",\"metrics\":[";
-    for (size_t i = 0; i < g_metrics.size(); ++i) {
-        if (i) line += ',';
-        json_string(line, g_metrics[i].c_str());
-    }
-    line += "],\"refused\":[";
-    for (size_t i = 0; i < g_refused.size(); ++i) {
-        if (i) line += ',';
-        json_string(line, g_refused[i].c_str());
-    }
-    line += "],\"passes\":" + std::to_string(passes) + ",\"device\":" + d + '}';
+    line += ",\"metrics\":";
+    json_names(line, g_light.names);
+    line += ",\"deep_metrics\":";
+    json_names(line, extra);
+    line += ",\"sass_metrics\":";
+    json_names(line, g_sass.configured ? g_sass.names : std::vector<std::string>{});
+    line += ",\"sass_catalogue\":";
+    json_names(line, g_sass_catalogue);
+    line += ",\"refused\":";
+    json_names(line, g_refused);
+    line += ",\"passes\":" + std::to_string(g_light.passes) + ",\"deep_passes\":" + std::to_string(g_deep.passes) +
+            ",\"device\":" + d + '}';
     write_line(line);
-    return !g_metrics.empty();
+    return !g_light.names.empty();
 }
 
 // ---- per context -----------------------------------------------------------------------------------
@@ -303,11 +471,20 @@ std::vector<uint8_t>& counter_data() {
     return *data;
 }
 
-bool arm(CUpti_RangeProfiler_Object* obj) {
+void drop_object(CUcontext ctx) {  // the range profiler off on this context (enabled again at its next launch)
+    auto it = g_objects.find(ctx);
+    if (it == g_objects.end()) return;
+    CUpti_RangeProfiler_Disable_Params dp = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+    dp.pRangeProfilerObject = it->second;
+    ok(cuptiRangeProfilerDisable(&dp), "cuptiRangeProfilerDisable");
+    g_objects.erase(it);
+}
+
+bool arm(CUpti_RangeProfiler_Object* obj, const MetricSet& set) {
     CUpti_RangeProfiler_GetCounterDataSize_Params sz = {CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
     sz.pRangeProfilerObject = obj;
-    sz.pMetricNames = g_metric_ptrs.data();
-    sz.numMetrics = g_metric_ptrs.size();
+    sz.pMetricNames = const_cast<const char**>(set.ptrs.data());
+    sz.numMetrics = set.ptrs.size();
     sz.maxNumOfRanges = 1;
     sz.maxNumRangeTreeNodes = 1;
     if (!ok(cuptiRangeProfilerGetCounterDataSize(&sz), "cuptiRangeProfilerGetCounterDataSize")) return false;
@@ -322,8 +499,8 @@ bool arm(CUpti_RangeProfiler_Object* obj) {
         return false;
     CUpti_RangeProfiler_SetConfig_Params cfg = {CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
     cfg.pRangeProfilerObject = obj;
-    cfg.configSize = g_config.size();
-    cfg.pConfig = g_config.data();
+    cfg.configSize = set.config.size();
+    cfg.pConfig = set.config.data();
     cfg.counterDataImageSize = data.size();
     cfg.pCounterDataImage = data.data();
     cfg.range = CUPTI_AutoRange;
@@ -346,6 +523,8 @@ struct Launch {
     unsigned grid[3] = {0, 0, 0};
     unsigned block[3] = {0, 0, 0};
     unsigned dyn_smem = 0;
+    CUpti_CallbackId cbid = 0;
+    const void* params = nullptr;  // the intercepted call's parameters, alive until its API_EXIT
 };
 
 bool read_launch(CUpti_CallbackId cbid, const void* params, Launch* l) {
@@ -357,7 +536,7 @@ bool read_launch(CUpti_CallbackId cbid, const void* params, Launch* l) {
             // cuLaunchCooperativeKernel's parameters start with the same fields as cuLaunchKernel's
             const auto* p = static_cast<const cuLaunchKernel_params*>(params);
             *l = Launch{p->f, {p->gridDimX, p->gridDimY, p->gridDimZ}, {p->blockDimX, p->blockDimY, p->blockDimZ},
-                        p->sharedMemBytes};
+                        p->sharedMemBytes, cbid, params};
             return true;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
@@ -366,12 +545,20 @@ bool read_launch(CUpti_CallbackId cbid, const void* params, Launch* l) {
             if (p->config == nullptr) return false;
             const CUlaunchConfig* c = p->config;
             *l = Launch{p->f, {c->gridDimX, c->gridDimY, c->gridDimZ}, {c->blockDimX, c->blockDimY, c->blockDimZ},
-                        c->sharedMemBytes};
+                        c->sharedMemBytes, cbid, params};
             return true;
         }
         default:
             return false;
     }
+}
+
+void count(const char* mangled, const Launch& l) {  // caller holds g_mu
+    ConfigKey key = std::make_tuple(std::string(mangled), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                                    l.block[2], l.dyn_smem);
+    auto it = g_counts.find(key);
+    if (it != g_counts.end()) it->second++;
+    else if (g_counts.size() < MAX_COUNTED) g_counts.emplace(key, 1);
 }
 
 bool wanted(const char* mangled, const Launch& l) {
@@ -388,6 +575,432 @@ bool wanted(const char* mangled, const Launch& l) {
                    : std::make_tuple(std::string(mangled), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
                                      l.block[2], l.dyn_smem);
     return g_seen.insert(key).second;
+}
+
+// ---- per-instruction collection: the source passes -------------------------------------------------
+
+// Cubins as the driver loaded them (resource callback), by CUPTI's CRC: the line information of a PC.
+std::mutex g_cubin_mu;  // guards g_cubins: modules may load inside a launch, while g_mu is held
+std::map<uint64_t, std::vector<char>> g_cubins;
+std::map<std::tuple<uint64_t, std::string, uint64_t>, std::pair<std::string, uint32_t>> g_line_cache;
+
+void on_module(const CUpti_ResourceData* rd) {
+    const auto* mod = static_cast<const CUpti_ModuleResourceData*>(rd->resourceDescriptor);
+    if (mod == nullptr || mod->pCubin == nullptr || mod->cubinSize == 0) return;
+    CUpti_GetCubinCrcParams crc = {CUpti_GetCubinCrcParamsSize};
+    crc.cubin = mod->pCubin;
+    crc.cubinSize = mod->cubinSize;
+    if (cuptiGetCubinCrc(&crc) != CUPTI_SUCCESS) return;
+    std::lock_guard<std::mutex> lock(g_cubin_mu);
+    if (g_cubins.count(crc.cubinCrc) == 0) g_cubins[crc.cubinCrc].assign(mod->pCubin, mod->pCubin + mod->cubinSize);
+}
+
+std::pair<std::string, uint32_t> source_of(uint64_t crc, const char* function, uint64_t pc) {  // holds g_mu
+    if (function == nullptr) return {"", 0};
+    auto key = std::make_tuple(crc, std::string(function), pc);
+    auto hit = g_line_cache.find(key);
+    if (hit != g_line_cache.end()) return hit->second;
+    std::pair<std::string, uint32_t> out{"", 0};
+    std::lock_guard<std::mutex> lock(g_cubin_mu);
+    auto cubin = g_cubins.find(crc);
+    if (cubin == g_cubins.end()) {  // SASS metrics give a 32-bit CRC: the cubin whose CRC it truncates
+        for (auto it = g_cubins.begin(); it != g_cubins.end(); ++it)
+            if (static_cast<uint32_t>(it->first) == static_cast<uint32_t>(crc)) cubin = it;
+    }
+    if (cubin != g_cubins.end()) {
+        CUpti_GetSassToSourceCorrelationParams sp = {CUpti_GetSassToSourceCorrelationParamsSize};
+        sp.cubin = cubin->second.data();
+        sp.cubinSize = cubin->second.size();
+        sp.functionName = function;
+        sp.pcOffset = pc;
+        if (cuptiGetSassToSourceCorrelation(&sp) == CUPTI_SUCCESS) {
+            std::string file = sp.fileName ? sp.fileName : "";
+            if (sp.dirName && sp.dirName[0] && !file.empty() && file[0] != '/') file = std::string(sp.dirName) + "/" + file;
+            out = {file, sp.lineNumber};
+        }
+        std::free(sp.fileName);
+        std::free(sp.dirName);
+    }
+    g_line_cache[key] = out;
+    return out;
+}
+
+// CUPTI's checkpoint API lives in its own library (libcheckpoint.so, next to libcupti): looked up when first
+// needed, so that the collector loads (and its metric passes work) where it is missing.
+struct CheckpointApi {
+    using Fn = CUptiResult (*)(CUpti_Checkpoint*);
+    Fn save = nullptr, restore = nullptr, release = nullptr;
+    bool tried = false;
+    bool load() {
+        if (tried) return save && restore && release;
+        tried = true;
+        std::vector<std::string> paths;
+        Dl_info info;
+        if (dladdr(reinterpret_cast<void*>(&cuptiGetResultString), &info) != 0 && info.dli_fname != nullptr) {
+            std::string lib = info.dli_fname;
+            size_t slash = lib.rfind('/');
+            if (slash != std::string::npos) paths.push_back(lib.substr(0, slash + 1) + "libcheckpoint.so");
+        }
+        paths.push_back("libcheckpoint.so");
+        void* h = nullptr;
+        for (const auto& p : paths)
+            if ((h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+        if (h == nullptr) return false;
+        save = reinterpret_cast<Fn>(dlsym(h, "cuptiCheckpointSave"));
+        restore = reinterpret_cast<Fn>(dlsym(h, "cuptiCheckpointRestore"));
+        release = reinterpret_cast<Fn>(dlsym(h, "cuptiCheckpointFree"));
+        return save && restore && release;
+    }
+} g_checkpoint;
+
+// Launch the intercepted kernel once more, as it was launched (its parameters are alive during API_ENTER),
+// and wait for it. Our own launch does not reach on_launch's profiling (t_inner).
+CUresult relaunch_here(const Launch& l) {
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    t_inner = true;
+    switch (l.cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+            const auto* p = static_cast<const cuLaunchKernel_params*>(l.params);
+            auto fn = l.cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ? g_cu.launch_kernel : g_cu.launch_kernel_ptsz;
+            if (fn)
+                r = fn(p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
+                       p->sharedMemBytes, p->hStream, p->kernelParams, p->extra);
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+            const auto* p = static_cast<const cuLaunchCooperativeKernel_params*>(l.params);
+            auto fn = l.cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ? g_cu.launch_cooperative
+                                                                                   : g_cu.launch_cooperative_ptsz;
+            if (fn)
+                r = fn(p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
+                       p->sharedMemBytes, p->hStream, p->kernelParams);
+            break;
+        }
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+            const auto* p = static_cast<const cuLaunchKernelEx_params*>(l.params);
+            auto fn = l.cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ? g_cu.launch_ex : g_cu.launch_ex_ptsz;
+            if (fn) r = fn(p->config, p->f, p->kernelParams, p->extra);
+            break;
+        }
+        default:
+            break;
+    }
+    if (r == CUDA_SUCCESS && g_cu.ctx_synchronize) r = g_cu.ctx_synchronize();
+    t_inner = false;
+    return r;
+}
+
+struct PcRecord {
+    std::vector<uint64_t> stall;  // samples per reason (g_reason_names' order)
+    std::vector<uint64_t> sass;   // per g_sass.names
+    std::string function;
+    uint64_t crc = 0;
+};
+
+std::vector<std::string> g_reason_names;  // index in CUPTI's list -> name
+std::vector<uint32_t> g_reason_index;
+
+// PC sampling of one run of the launch: samples per PC and stall reason, into recs. The checkpoint restores
+// memory afterwards (the caller's).
+bool pc_sampling_pass(CUcontext ctx, const Launch& l, std::map<uint64_t, PcRecord>* recs, uint64_t* total,
+                      uint64_t* dropped) {
+    CUpti_PCSamplingEnableParams en = {CUpti_PCSamplingEnableParamsSize};
+    en.ctx = ctx;
+    if (!ok(cuptiPCSamplingEnable(&en), "cuptiPCSamplingEnable")) return false;
+    bool good = true;
+    if (g_reason_names.empty()) {
+        size_t n = 0;
+        CUpti_PCSamplingGetNumStallReasonsParams nr = {CUpti_PCSamplingGetNumStallReasonsParamsSize};
+        nr.ctx = ctx;
+        nr.numStallReasons = &n;
+        good = ok(cuptiPCSamplingGetNumStallReasons(&nr), "cuptiPCSamplingGetNumStallReasons") && n > 0;
+        if (good) {
+            std::vector<char*> names(n);
+            for (auto& p : names) p = static_cast<char*>(std::calloc(CUPTI_STALL_REASON_STRING_SIZE, 1));
+            g_reason_index.assign(n, 0);
+            CUpti_PCSamplingGetStallReasonsParams sr = {CUpti_PCSamplingGetStallReasonsParamsSize};
+            sr.ctx = ctx;
+            sr.numStallReasons = n;
+            sr.stallReasonIndex = g_reason_index.data();
+            sr.stallReasons = names.data();
+            good = ok(cuptiPCSamplingGetStallReasons(&sr), "cuptiPCSamplingGetStallReasons");
+            for (auto* p : names) {
+                if (good) g_reason_names.emplace_back(p);
+                std::free(p);
+            }
+            if (!good) g_reason_index.clear();
+        }
+    }
+    const size_t reasons = g_reason_names.size();
+    const size_t max_pcs = 20000;
+    std::vector<CUpti_PCSamplingPCData> pcs(max_pcs);
+    std::vector<CUpti_PCSamplingStallReason> slots(max_pcs * (reasons ? reasons : 1));
+    for (size_t i = 0; i < max_pcs; ++i) {
+        pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+        pcs[i].stallReason = &slots[i * (reasons ? reasons : 1)];
+    }
+    CUpti_PCSamplingData data = {};
+    data.size = sizeof(CUpti_PCSamplingData);
+    data.collectNumPcs = max_pcs;
+    data.pPcData = pcs.data();
+    if (good) {  // one call with every attribute (each one's status comes back in its entry)
+        std::vector<CUpti_PCSamplingConfigurationInfo> attrs(9);
+        attrs[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
+        attrs[0].attributeData.samplingPeriodData.samplingPeriod = g_pcsamp_period;
+        attrs[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
+        attrs[1].attributeData.stallReasonData.stallReasonCount = reasons;
+        attrs[1].attributeData.stallReasonData.pStallReasonIndex = g_reason_index.data();
+        attrs[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE;
+        attrs[2].attributeData.scratchBufferSizeData.scratchBufferSize = size_t(4) << 20;
+        attrs[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE;
+        attrs[3].attributeData.hardwareBufferSizeData.hardwareBufferSize = g_pc_hw_buffer;
+        attrs[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN;
+        attrs[4].attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = 5;
+        attrs[5].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
+        attrs[5].attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
+        attrs[6].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
+        attrs[6].attributeData.enableStartStopControlData.enableStartStopControl = 1;
+        attrs[7].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
+        attrs[7].attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
+        attrs[8].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
+        attrs[8].attributeData.samplingDataBufferData.samplingDataBuffer = &data;
+        CUpti_PCSamplingConfigurationInfoParams cp = {CUpti_PCSamplingConfigurationInfoParamsSize};
+        cp.ctx = ctx;
+        cp.numAttributes = attrs.size();
+        cp.pPCSamplingConfigurationInfo = attrs.data();
+        good = ok(cuptiPCSamplingSetConfigurationAttribute(&cp), "cuptiPCSamplingSetConfigurationAttribute");
+    }
+    if (good) {
+        CUpti_PCSamplingStartParams st = {CUpti_PCSamplingStartParamsSize};
+        st.ctx = ctx;
+        good = ok(cuptiPCSamplingStart(&st), "cuptiPCSamplingStart");
+        if (good) {
+            CUresult r = relaunch_here(l);
+            if (r != CUDA_SUCCESS) ok(CUPTI_ERROR_UNKNOWN, "PC sampling pass: the kernel's own launch failed");
+            CUpti_PCSamplingStopParams sp = {CUpti_PCSamplingStopParamsSize};
+            sp.ctx = ctx;
+            good = ok(cuptiPCSamplingStop(&sp), "cuptiPCSamplingStop") && r == CUDA_SUCCESS;
+        }
+    }
+    // the data: what GetData hands over, then (at disable) whatever was left in the buffer given at setup
+    auto take = [&]() {
+        *total += data.totalSamples;
+        *dropped += data.droppedSamples;
+        for (size_t i = 0; i < data.totalNumPcs && i < max_pcs; ++i) {
+            const auto& pc = pcs[i];
+            PcRecord& rec = (*recs)[pc.pcOffset];
+            if (rec.function.empty() && pc.functionName) rec.function = pc.functionName;
+            rec.crc = pc.cubinCrc;
+            rec.stall.resize(reasons, 0);
+            for (size_t k = 0; k < pc.stallReasonCount; ++k) {
+                uint32_t idx = pc.stallReason[k].pcSamplingStallReasonIndex;
+                for (size_t j = 0; j < reasons; ++j)
+                    if (g_reason_index[j] == idx) rec.stall[j] += pc.stallReason[k].samples;
+            }
+        }
+        data.totalNumPcs = 0;
+        data.totalSamples = 0;
+        data.droppedSamples = 0;
+    };
+    // the records arrive in the buffer given at setup when sampling is disabled (cuptiPCSamplingGetData after the
+    // stop handed over nothing on the H100 host, CUDA 13, and the records were then lost)
+    CUpti_PCSamplingDisableParams dis = {CUpti_PCSamplingDisableParamsSize};
+    dis.ctx = ctx;
+    ok(cuptiPCSamplingDisable(&dis), "cuptiPCSamplingDisable");
+    if (good) take();
+    return good;
+}
+
+// The device's SASS metric configuration, set once, at the first deep launch's API_EXIT (H100, CUDA 13: set
+// before a launch's range profiler passes, they record no range; set again after an unset, it fails with
+// CUPTI_ERROR_OUT_OF_MEMORY).
+bool sass_set(bool on) {
+    if (on) {
+        std::vector<CUpti_SassMetrics_Config> cfg;
+        for (uint64_t id : g_sass.ids) cfg.push_back({id, CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU});
+        CUpti_SassMetricsSetConfig_Params sc = {CUpti_SassMetricsSetConfig_Params_STRUCT_SIZE};
+        sc.numOfMetricConfig = cfg.size();
+        sc.pConfigs = cfg.data();
+        sc.deviceIndex = g_sass.device;
+        return ok(cuptiSassMetricsSetConfig(&sc), "cuptiSassMetricsSetConfig");
+    }
+    CUpti_SassMetricsUnsetConfig_Params uc = {CUpti_SassMetricsUnsetConfig_Params_STRUCT_SIZE};
+    uc.deviceIndex = g_sass.device;
+    return ok(cuptiSassMetricsUnsetConfig(&uc), "cuptiSassMetricsUnsetConfig");
+}
+
+// SASS metrics of one run of the launch, per instruction, into recs (the configuration set: sass_set).
+bool sass_pass(CUcontext ctx, const Launch& l, std::map<uint64_t, PcRecord>* recs) {
+    CUpti_SassMetricsEnable_Params en = {CUpti_SassMetricsEnable_Params_STRUCT_SIZE};
+    en.ctx = ctx;
+    en.enableLazyPatching = 1;
+    if (!ok(cuptiSassMetricsEnable(&en), "cuptiSassMetricsEnable")) return false;
+    CUresult r = relaunch_here(l);
+    bool good = r == CUDA_SUCCESS;
+    if (!good) ok(CUPTI_ERROR_UNKNOWN, "SASS metrics pass: the kernel's own launch failed");
+    CUpti_SassMetricsGetDataProperties_Params dp = {CUpti_SassMetricsGetDataProperties_Params_STRUCT_SIZE};
+    dp.ctx = ctx;
+    good = good && ok(cuptiSassMetricsGetDataProperties(&dp), "cuptiSassMetricsGetDataProperties");
+    if (good && dp.numOfPatchedInstructionRecords > 0) {
+        const size_t n = dp.numOfPatchedInstructionRecords, inst = dp.numOfInstances ? dp.numOfInstances : 1;
+        std::vector<CUpti_SassMetrics_Data> rows(n);
+        std::vector<CUpti_SassMetrics_InstanceValue> values(n * inst * g_sass.names.size());
+        for (size_t i = 0; i < n; ++i) {
+            rows[i].structSize = sizeof(CUpti_SassMetrics_Data);
+            rows[i].pInstanceValues = &values[i * inst * g_sass.names.size()];
+        }
+        CUpti_SassMetricsFlushData_Params fd = {CUpti_SassMetricsFlushData_Params_STRUCT_SIZE};
+        fd.ctx = ctx;
+        fd.numOfPatchedInstructionRecords = n;
+        fd.numOfInstances = inst;
+        fd.pMetricsData = rows.data();
+        good = ok(cuptiSassMetricsFlushData(&fd), "cuptiSassMetricsFlushData");
+        for (size_t i = 0; good && i < n; ++i) {
+            const auto& row = rows[i];
+            PcRecord& rec = (*recs)[row.pcOffset];
+            if (rec.function.empty() && row.functionName) rec.function = row.functionName;
+            if (rec.crc == 0) rec.crc = row.cubinCrc;
+            rec.sass.resize(g_sass.names.size(), 0);
+            for (size_t k = 0; k < inst * g_sass.names.size(); ++k) {
+                const auto& v = row.pInstanceValues[k];
+                for (size_t j = 0; j < g_sass.ids.size(); ++j)
+                    if (g_sass.ids[j] == v.metricId) rec.sass[j] += v.value;
+            }
+        }
+    }
+    CUpti_SassMetricsDisable_Params dis = {CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
+    dis.ctx = ctx;
+    ok(cuptiSassMetricsDisable(&dis), "cuptiSassMetricsDisable");
+    return good;
+}
+
+// Both passes for one deep launch, each on the context's memory as it was before the launch, then the
+// "source" line. Runs on a thread of its own (source_passes): CUPTI neither samples nor patches a launch made
+// from inside one of its callbacks, which is where the intercepting thread is.
+struct PcSampled {  // the PC sampling pass of the deep launch in flight
+    std::map<uint64_t, PcRecord> recs;
+    uint64_t total = 0, dropped = 0;
+    bool ran = false;
+    double wall_ns = 0;
+};
+CUpti_Checkpoint g_pre;       // the context's memory before the deep launch in flight (saved at its API_ENTER)
+bool g_pre_saved = false;
+bool g_sass_set = false;      // the device's SASS metric configuration, set once (see sass_set)
+
+bool checkpoint_ready() {
+    if (!g_cu.ctx_synchronize || g_cu.ctx_synchronize() != CUDA_SUCCESS) {
+        ok(CUPTI_ERROR_UNKNOWN, "source passes: cuCtxSynchronize before the checkpoint failed");
+        return false;
+    }
+    if (!g_checkpoint.load()) {
+        ok(CUPTI_ERROR_NOT_SUPPORTED, "source passes: CUPTI's checkpoint library (libcheckpoint.so) was not found");
+        g_source = false;
+        return false;
+    }
+    return true;
+}
+
+// At a deep launch's API_ENTER: its memory as the launch finds it, then PC sampling of one run of it (on that
+// memory, restored afterwards). PC sampling here, before the launch's range profiler passes: after them, on
+// the H100 host (CUDA 13), it counted samples but handed over no PC records.
+PcSampled g_sampled;
+
+void before_here(CUcontext ctx, const Launch& l) {
+    g_pre_saved = false;
+    g_sampled = PcSampled{};
+    if (!checkpoint_ready()) return;
+    g_pre = CUpti_Checkpoint{CUpti_Checkpoint_STRUCT_SIZE};
+    g_pre.ctx = ctx;
+    g_pre.allowOverwrite = 1;
+    g_pre_saved = ok(g_checkpoint.save(&g_pre), "cuptiCheckpointSave");
+    if (!g_pre_saved || !g_source_pc) return;
+    auto t0 = std::chrono::steady_clock::now();
+    g_sampled.ran = pc_sampling_pass(ctx, l, &g_sampled.recs, &g_sampled.total, &g_sampled.dropped);
+    g_sampled.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    if (!ok(g_checkpoint.restore(&g_pre), "cuptiCheckpointRestore")) {
+        ok(CUPTI_ERROR_UNKNOWN, "source passes: the checkpoint could not be restored; profiling stopped");
+        g_broken = true;
+    }
+}
+
+// At its API_EXIT, after the launch (and its range profiler passes): the SASS metrics pass on the memory as the
+// launch found it, then the memory as the launch left it; the "source" line with both passes' records.
+void source_passes_here(CUcontext ctx, const Launch& l, const char* mangled) {
+    if (!g_pre_saved || !checkpoint_ready()) return;
+    CUpti_Checkpoint post = {CUpti_Checkpoint_STRUCT_SIZE};
+    post.ctx = ctx;
+    post.allowOverwrite = 1;
+    if (!ok(g_checkpoint.save(&post), "cuptiCheckpointSave")) {
+        g_checkpoint.release(&g_pre);
+        g_pre_saved = false;
+        return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::map<uint64_t, PcRecord> recs = std::move(g_sampled.recs);
+    uint64_t total = g_sampled.total, dropped = g_sampled.dropped;
+    bool sampled = g_sampled.ran, counted = false, restored = true;
+    if (g_source_sass && g_sass.configured) {
+        if (!g_sass_set) g_sass_set = sass_set(true);
+        if (g_sass_set) {
+            restored = ok(g_checkpoint.restore(&g_pre), "cuptiCheckpointRestore");
+            counted = restored && sass_pass(ctx, l, &recs);
+        }
+    }
+    restored = restored && ok(g_checkpoint.restore(&post), "cuptiCheckpointRestore");
+    g_checkpoint.release(&post);
+    g_checkpoint.release(&g_pre);
+    g_pre_saved = false;
+    if (!restored) {  // the program's memory may not be what it was: stop profiling, say so
+        ok(CUPTI_ERROR_UNKNOWN, "source passes: the checkpoint could not be restored; profiling stopped");
+        g_broken = true;
+    }
+    double wall_ns = g_sampled.wall_ns +
+                     std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    std::string line = "{\"t\":\"source\",\"seq\":" + std::to_string(g_seq) + ",\"name\":";
+    json_string(line, mangled);
+    line += ",\"period\":" + std::to_string(g_pcsamp_period) + ",\"sampled\":" + (sampled ? "true" : "false") +
+            ",\"counted\":" + (counted ? "true" : "false") + ",\"samples\":" + std::to_string(total) +
+            ",\"dropped\":" + std::to_string(dropped) + ",\"wall_ns\":" + std::to_string(static_cast<long long>(wall_ns)) +
+            ",\"reasons\":";
+    json_names(line, g_reason_names);
+    line += ",\"sass_metrics\":";
+    json_names(line, g_sass.names);
+    line += ",\"pcs\":[";
+    bool first = true;
+    for (const auto& kv : recs) {
+        const PcRecord& rec = kv.second;
+        if (!rec.function.empty() && std::strcmp(rec.function.c_str(), mangled) != 0) continue;  // another kernel's
+        auto src = source_of(rec.crc, rec.function.empty() ? mangled : rec.function.c_str(), kv.first);
+        if (!first) line += ',';
+        first = false;
+        line += "{\"pc\":" + std::to_string(kv.first) + ",\"file\":";
+        json_string(line, src.first.c_str());
+        line += ",\"line\":" + std::to_string(src.second) + ",\"stall\":[";
+        for (size_t j = 0; j < rec.stall.size(); ++j) line += (j ? "," : "") + std::to_string(rec.stall[j]);
+        line += "],\"sass\":[";
+        for (size_t j = 0; j < rec.sass.size(); ++j) line += (j ? "," : "") + std::to_string(rec.sass[j]);
+        line += "]}";
+    }
+    line += "]}";
+    write_line(line);
+}
+
+// fn on a worker thread with the launch's context current; the caller (which holds g_mu, in one of the
+// launch's callbacks) waits for it.
+template <class Fn>
+void on_worker(CUcontext ctx, Fn fn) {
+    if (!g_cu.ctx_set_current) {
+        ok(CUPTI_ERROR_NOT_SUPPORTED, "source passes: the driver has no cuCtxSetCurrent");
+        return;
+    }
+    std::thread worker([&] {
+        if (g_cu.ctx_set_current(ctx) == CUDA_SUCCESS) fn();
+        else ok(CUPTI_ERROR_UNKNOWN, "source passes: cuCtxSetCurrent failed on the worker thread");
+    });
+    worker.join();
 }
 
 void finish(const CUpti_CallbackData* info, const Launch& l) {  // caller holds g_mu, t_active
@@ -415,14 +1028,15 @@ void finish(const CUpti_CallbackData* info, const Launch& l) {  // caller holds 
         g_skipped++;
         return;
     }
-    std::vector<double> values(g_metric_ptrs.size(), NAN);
+    const MetricSet& set = *t_set;
+    std::vector<double> values(set.ptrs.size(), NAN);
     CUpti_Profiler_Host_EvaluateToGpuValues_Params ev = {CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-    ev.pHostObject = g_host;
+    ev.pHostObject = set.host;
     ev.pCounterDataImage = data.data();
     ev.counterDataImageSize = data.size();
     ev.rangeIndex = 0;
-    ev.ppMetricNames = g_metric_ptrs.data();
-    ev.numMetrics = g_metric_ptrs.size();
+    ev.ppMetricNames = const_cast<const char**>(set.ptrs.data());
+    ev.numMetrics = set.ptrs.size();
     ev.pMetricValues = values.data();
     if (!ok(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues")) return;
 
@@ -454,16 +1068,17 @@ void finish(const CUpti_CallbackData* info, const Launch& l) {  // caller holds 
     json_string(line, mangled);
     line += ",\"demangled\":";
     json_string(line, demangle(mangled).c_str());
-    char buf[320];
+    char buf[360];
     std::snprintf(buf, sizeof buf,
                   ",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"dyn_smem\":%u,\"regs\":%d,\"static_smem\":%d,"
-                  "\"local_bytes\":%d,\"attr_error\":%d,\"max_blocks_per_sm\":%d,\"wall_ns\":%.0f,\"values\":{",
+                  "\"local_bytes\":%d,\"attr_error\":%d,\"max_blocks_per_sm\":%d,\"wall_ns\":%.0f,\"deep\":%s,"
+                  "\"values\":{",
                   l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.dyn_smem, regs, static_smem,
-                  local_bytes, attr_error, blocks, wall_ns);
+                  local_bytes, attr_error, blocks, wall_ns, t_set == &g_deep ? "true" : "false");
     line += buf;
     for (size_t i = 0; i < values.size(); ++i) {
         if (i) line += ',';
-        json_string(line, g_metric_ptrs[i]);
+        json_string(line, set.ptrs[i]);
         line += ':';
         json_double(line, values[i]);
     }
@@ -472,8 +1087,21 @@ void finish(const CUpti_CallbackData* info, const Launch& l) {  // caller holds 
     g_profiled++;
 }
 
-void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-    if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+bool matches(const char* mangled, const std::vector<std::string>& subs) {
+    if (subs.empty()) return false;
+    std::string dem = demangle(mangled);
+    for (const auto& f : subs)
+        if (f == "*" || std::strstr(mangled, f.c_str()) != nullptr || dem.find(f) != std::string::npos) return true;
+    return false;
+}
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+        if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED && g_source && data != nullptr)
+            on_module(static_cast<const CUpti_ResourceData*>(data));
+        return;
+    }
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || t_inner) return;  // t_inner: the source passes' own launches
     const auto* info = static_cast<const CUpti_CallbackData*>(data);
     Launch l;
     if (info == nullptr || !read_launch(cbid, info->functionParams, &l)) return;
@@ -481,23 +1109,39 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
         g_mu.lock();  // held until API_EXIT of a profiled launch: one range at a time, whatever the thread
         g_seq++;
         t_active = false;
+        if (info->symbolName != nullptr && getpid() == g_pid) count(info->symbolName, l);
         if (g_broken || getpid() != g_pid || g_profiled + g_skipped >= g_max || info->symbolName == nullptr ||
             !wanted(info->symbolName, l)) {
             g_mu.unlock();
             return;
         }
-        if (g_config.empty()) {  // first profiled launch: a context exists and the device is known now
+        if (!g_configured) {  // first profiled launch: a context exists and the device is known now
+            g_configured = true;
             CUdevice dev = 0;
-            std::string device;
             CUpti_Profiler_Initialize_Params pi = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-            if (!ok(cuptiProfilerInitialize(&pi), "cuptiProfilerInitialize") || !g_cu.load() || g_cu.ctx_get_device(&dev) != CUDA_SUCCESS || !configure(dev, &device)) {
+            if (!ok(cuptiProfilerInitialize(&pi), "cuptiProfilerInitialize") || !g_cu.load() ||
+                g_cu.ctx_get_device(&dev) != CUDA_SUCCESS || !configure(dev)) {
                 g_broken = true;
                 g_mu.unlock();
                 return;
             }
         }
+        const bool deep = !g_deep.names.empty() && g_deep_count < g_deep_max && matches(info->symbolName, g_deep_kernels);
+        if (deep) g_deep_count++;
+        t_source = deep && g_source;
+        if (t_source) {  // with the range profiler off on the context, as PC sampling needs it
+            drop_object(info->context);
+            on_worker(info->context, [&] { before_here(info->context, l); });
+            if (g_broken) {
+                t_source = false;
+                g_skipped++;
+                g_mu.unlock();
+                return;
+            }
+        }
+        t_set = deep ? &g_deep : &g_light;
         CUpti_RangeProfiler_Object* obj = object_for(info->context);
-        if (obj == nullptr || !arm(obj)) {
+        if (obj == nullptr || !arm(obj, *t_set)) {
             g_skipped++;
             g_mu.unlock();
             return;
@@ -510,6 +1154,13 @@ void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     if (!t_active) return;
     t_active = false;
     finish(info, l);
+    if (t_source) {  // the SASS pass, with the range profiler off on the context as in the PC sampling pass
+        CUcontext ctx = info->context;
+        drop_object(ctx);
+        const char* name = info->symbolName ? info->symbolName : "";
+        on_worker(ctx, [&] { source_passes_here(ctx, l, name); });
+        t_source = false;
+    }
     g_mu.unlock();
 }
 
@@ -523,7 +1174,22 @@ void at_exit() {
     }
     g_objects.clear();
     std::string line = "{\"t\":\"end\",\"profiled\":" + std::to_string(g_profiled) +
-                       ",\"skipped\":" + std::to_string(g_skipped) + ",\"launches\":" + std::to_string(g_seq) + '}';
+                       ",\"skipped\":" + std::to_string(g_skipped) + ",\"launches\":" + std::to_string(g_seq) +
+                       ",\"configs\":[";
+    bool first = true;
+    for (const auto& kv : g_counts) {
+        const auto& k = kv.first;
+        if (!first) line += ',';
+        first = false;
+        line += "{\"name\":";
+        json_string(line, std::get<0>(k).c_str());
+        char buf[200];
+        std::snprintf(buf, sizeof buf, ",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"dyn_smem\":%u,\"launches\":%ld}",
+                      std::get<1>(k), std::get<2>(k), std::get<3>(k), std::get<4>(k), std::get<5>(k), std::get<6>(k),
+                      std::get<7>(k), kv.second);
+        line += buf;
+    }
+    line += "],\"configs_capped\":" + std::string(g_counts.size() >= MAX_COUNTED ? "true" : "false") + '}';
     write_line(line);
     std::fclose(g_out);
     g_out = nullptr;
@@ -544,23 +1210,42 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         std::fprintf(stderr, "kernelscope-metrics: open %s: %s\n", path.c_str(), std::strerror(errno));
         return 1;
     }
-    g_metrics = split(std::getenv("KERNELSCOPE_METRICS"), ',');
+    g_wanted = split(std::getenv("KERNELSCOPE_METRICS"), ',');
+    g_wanted_deep = split(std::getenv("KERNELSCOPE_METRICS_DEEP"), ',');
     g_kernel_filters = split(std::getenv("KERNELSCOPE_METRICS_KERNELS"), '|');
+    g_deep_kernels = split(std::getenv("KERNELSCOPE_DEEP_KERNELS"), '|');
+    g_sass_wanted = split(std::getenv("KERNELSCOPE_SASS_METRICS"), ',');
+    if (const char* f = std::getenv("KERNELSCOPE_SOURCE"); f != nullptr) {
+        g_source = std::strcmp(f, "1") == 0 || std::strcmp(f, "pc") == 0 || std::strcmp(f, "sass") == 0;
+        g_source_pc = std::strcmp(f, "sass") != 0;
+        g_source_sass = std::strcmp(f, "pc") != 0;
+    }
     if (const char* f = std::getenv("KERNELSCOPE_METRICS_FILTER"); f != nullptr && f[0] != '\0') g_filter = f;
     if (const char* m = std::getenv("KERNELSCOPE_METRICS_MAX"); m != nullptr && m[0] != '\0') g_max = std::atol(m);
-    if (g_metrics.empty()) {
+    if (const char* m = std::getenv("KERNELSCOPE_DEEP_MAX"); m != nullptr && m[0] != '\0') g_deep_max = std::atol(m);
+    if (const char* p = std::getenv("KERNELSCOPE_PCSAMP_PERIOD"); p != nullptr && p[0] != '\0') {
+        long v = std::atol(p);
+        g_pcsamp_period = static_cast<unsigned>(v < 5 ? 5 : v > 31 ? 31 : v);
+    }
+    if (const char* b = std::getenv("KERNELSCOPE_PCSAMP_BUFFER_MB"); b != nullptr && b[0] != '\0') {
+        long v = std::atol(b);
+        g_pc_hw_buffer = size_t(v < 1 ? 1 : v > 4096 ? 4096 : v) << 20;
+    }
+    if (g_wanted.empty()) {
         ok(CUPTI_ERROR_INVALID_PARAMETER, "KERNELSCOPE_METRICS is empty");
         return 1;
     }
     // cuptiProfilerInitialize waits for the first profiled launch: called here, during the driver's own
     // initialisation, it fails (CUPTI_ERROR_UNKNOWN on the H100 host, CUDA 13)
     CUpti_SubscriberHandle sub = nullptr;
-    if (!ok(cuptiSubscribe(&sub, on_launch, nullptr), "cuptiSubscribe")) return 1;
+    if (!ok(cuptiSubscribe(&sub, on_callback, nullptr), "cuptiSubscribe")) return 1;
     const CUpti_CallbackId ids[] = {
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz};
     for (auto id : ids) ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id), "cuptiEnableCallback");
+    if (g_source)
+        ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED), "cuptiEnableCallback");
     std::atexit(at_exit);
     return 1;
 }

@@ -104,8 +104,27 @@ def key_fields(metrics: dict[str, MetricValue]) -> dict[str, Any]:
 
 
 def _ratio(metrics: dict[str, MetricValue], num: str, den: str) -> float | None:
-    n, d = _num(metrics[num]), _num(metrics[den])
+    n = _num(metrics[num]) if num in metrics else None
+    d = _num(metrics[den]) if den in metrics else None
     return round(n / d, 3) if n is not None and d else None
+
+
+def derived_fields(metrics: dict[str, MetricValue]) -> dict[str, Any]:
+    """The KernelProfile fields derived from several metrics (sectors per request, stall reasons by cycles per
+    issued instruction), for the ncu reader and the CUPTI collector alike."""
+    stalls: dict[str, float] = {}
+    for name, mv in metrics.items():
+        m = _STALL.match(name)
+        v = _num(mv) if m else None
+        if m and v is not None:
+            stalls[m.group(1)] = round(v, 4)
+    return {
+        "global_load_sectors_per_request": _ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                                                  "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"),
+        "global_store_sectors_per_request": _ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+                                                   "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"),
+        "stall_reasons": dict(sorted(stalls.items(), key=lambda kv: -kv[1])),
+    }
 
 
 def _rules(action: Any) -> list[NcuRuleResult]:
@@ -241,25 +260,13 @@ def _kernels(nr: Any, ctx: Any, top_lines: int) -> list[KernelProfile]:
         for ai in range(rng.num_actions()):
             a = rng.action_by_idx(ai)
             metrics = {metric: _value(a, metric) for metric in [*KEY_METRICS.values(), *kept]}
-            fields = key_fields(metrics)
-            stalls = {}
-            for name in a.metric_names():
-                m = _STALL.match(name)
-                if m:
-                    v = _num(_value(a, name))
-                    if v is not None:
-                        stalls[m.group(1)] = round(v, 4)
-
+            stall_metrics = {n: _value(a, n) for n in a.metric_names() if _STALL.match(n)}
             dev = _value(a, "device__attribute_display_name").value
             kernels.append(KernelProfile(
                 id=kid, name=a.name(nr.IAction.NameBase_DEMANGLED), mangled_name=a.name(nr.IAction.NameBase_MANGLED),
-                device=dev if isinstance(dev, str) else None, **fields,
-                global_load_sectors_per_request=_ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-                                                       "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"),
-                global_store_sectors_per_request=_ratio(metrics, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-                                                        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"),
-                stall_reasons=dict(sorted(stalls.items(), key=lambda kv: -kv[1])),
-                metrics=metrics, ncu_rules=_rules(a), source_lines=_source_lines(a, top_lines),
+                device=dev if isinstance(dev, str) else None, **key_fields(metrics),
+                **derived_fields({**metrics, **stall_metrics}), metrics=metrics, ncu_rules=_rules(a),
+                source_lines=_source_lines(a, top_lines),
             ))
             kid += 1
     return kernels

@@ -624,7 +624,7 @@ class AnalyzeStage(BaseModel):
     capture: NcuCapture | None = None
     tool: Literal["ncu", "cupti"] | None = Field(
         None, description="What measured the kernels: Nsight Compute, or the CUPTI collector inside the program's "
-                          "own run (the light stage of programs the trace stage has timed).")
+                          "own run (both stages of a program: the deep stage's share is its launches' passes).")
     wall_s: float
 
 

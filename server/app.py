@@ -404,15 +404,17 @@ async def analyze_tool(
     thresholds: Annotated[dict[str, dict[str, float]] | None, Field(
         description="Rule threshold overrides, e.g. {\"launch.tiny-grid\": {\"max_sm_fraction\": 0.25}}.")] = None,
     light: Annotated[Literal["auto", "ncu"], Field(
-        description="auto: a program's light stage runs in its own run (CUPTI), no profiler process; ncu: under "
-                    "Nsight Compute.")] = "auto",
+        description="auto: a program's two stages are measured in its own run (CUPTI: metrics, stall reasons and "
+                    "source lines), no profiler process; ncu: under Nsight Compute.")] = "auto",
     ctx: Context | None = None,
 ) -> Annotated[CallToolResult, AnalyzeResult]:
     """Find what limits a CUDA program's or a candidate's kernels and what to do about it. Stage 1
-    measures speed of light, launch statistics and occupancy of every launch (a program's in its own run,
-    through CUPTI) and classifies each kernel on the roofline; the class chooses stage 2's Nsight Compute
-    sections (memory workload + source counters for memory-bound, warp states for latency-bound,
-    instruction statistics + SASS for compute-bound, ...) and the rules then give ranked findings
+    measures speed of light, launch statistics and occupancy of each kernel and launch configuration and
+    classifies each kernel on the roofline; stage 2 adds what the class calls for (memory workload and
+    source counters for memory-bound, warp states for latency-bound, instruction statistics and SASS for
+    compute-bound, ...): for a program both are measured in its own run through CUPTI (deep metrics,
+    stall reasons and per-line counters of each kernel's first launch), for a candidate under Nsight
+    Compute with the class choosing the sections. The rules then give ranked findings
     (uncoalesced access, bank conflicts, spills, divergence, idle tensor cores, atomics contention, tiny
     grids, ...) with the evidence, the source line and fixes with their expected effect. Reports which
     stages ran, what measured each and how long each took."""

@@ -114,13 +114,16 @@ class AnalyzeRequest(ProfileTarget):
     clock_control: Literal["none", "base"] = "none"
     sass: bool = Field(True, description="Add SASS statistics and ptxas evidence for artifacts.")
     trace: Literal["auto", "always", "never"] = Field(
-        "auto", description="The CUPTI trace stage: auto runs it first for programs (it counts and times every "
-                            "launch, so the light stage needs only each kernel's first) and, in eval mode, after a "
-                            "light stage that saw many launches.")
+        "auto", description="The CUPTI trace stage (the timeline of every launch): auto runs it after a measuring "
+                            "run that saw many launches (16 or more), and first for programs Nsight Compute "
+                            "measures (it counts and times every launch, so the light stage needs only each "
+                            "kernel's first); always runs it in every case.")
     light: Literal["auto", "ncu"] = Field(
-        "auto", description="What measures the light stage: auto uses the CUPTI collector inside the program's own run "
-                            "(no profiler process; programs whose launches the trace stage has timed) and Nsight "
-                            "Compute otherwise or when the collector cannot; ncu always uses Nsight Compute.")
+        "auto", description="What measures a program's two stages: auto uses the CUPTI collector in the program's "
+                            "own run (light metrics of each kernel and launch configuration; deep metrics, stall "
+                            "reasons and source lines of their first launches; no profiler process) and Nsight "
+                            "Compute where the collector cannot or for eval-mode targets; ncu always uses Nsight "
+                            "Compute.")
     overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
                                                    description="Rule thresholds to override: {rule: {name: value}}.")
 
@@ -332,7 +335,7 @@ def _store_report(path: Path, *, target: str, stage: str) -> str:
 # ---------------------------------------------------------------------------------------- ncu_profile
 def _lease(gpu: int | None, cancel: threading.Event | None, on_wait: WaitCallback | None) -> Any:
     if len(gpu_pool()) == 0:
-        raise NotAvailable("Profiling with Nsight Compute", "no GPU is visible to this server",
+        raise NotAvailable("Profiling kernels", "no GPU is visible to this server",
                            "run kernelscope on a host with an NVIDIA GPU; recorded reports can still be read "
                            "with bottleneck_classify and compare")
     return gpu_pool().lease(gpu, cancel=cancel, on_wait=on_wait)
@@ -627,36 +630,108 @@ def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: Analy
 COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", "device__", "sm__maximum_warps"))]
 
 
-def _collector_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, configs: int,
-                     evidence: Any, cancel: threading.Event | None) -> tuple[Profile | None, list[str]]:
-    """The light stage inside the program's own run (CUPTI range profiler): the first launch of each kernel and
-    launch configuration. (profile, notes); the profile is None where the collector could not measure (the
-    caller then runs Nsight Compute, which explains failures better)."""
+# What the one CUPTI run measures of each deep launch besides the light metrics: every rule family's hardware
+# metrics and the warp stall reasons (WarpStateStats); the source-derived ones come from its source passes
+def deep_metrics() -> list[str]:
+    from kernelscope.tools.metrics import STALL_METRICS
+
+    _, _, rules = stage2_plan(list(STAGE2))
+    source_derived = {"smsp__pcsamp_sample_count", "memory_l2_theoretical_sectors_global",
+                      "memory_l2_theoretical_sectors_global_ideal",
+                      "derived__memory_l2_theoretical_sectors_global_excessive",
+                      "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
+    return [m for m in dict.fromkeys([*rules, *STALL_METRICS])
+            if not m.startswith(("launch__", "device__")) and m not in COLLECTOR_METRICS and m not in source_derived]
+
+
+def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
+    """The compiled source's lines by file name, for the code of the lines the source passes name."""
+    from kernelscope.tools.artifacts import get_store
+
+    art = get_store().get(artifact_id) if artifact_id else None
+    path = art.path("source") if art else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    return {path.name: lines, Path(art.meta.source_name or path.name).name: lines}
+
+
+def _collector_totals(c: Any, profile: Profile) -> Totals:
+    """Launches and summed durations per kernel from the collector's launch counts per configuration: each
+    configuration's count times the duration of its profiled launch (else the kernel's mean profiled one)."""
+    dur: dict[tuple[Any, ...], float] = {}
+    by_kernel: dict[str, list[float]] = {}
+    for ln, k in zip(sorted(c.launches, key=lambda x: x.seq), profile.kernels, strict=False):
+        if k.duration_ns is not None:
+            dur[(ln.name, ln.grid, ln.block, ln.dyn_smem)] = k.duration_ns
+            by_kernel.setdefault(ln.name, []).append(k.duration_ns)
+    out: Totals = {}
+    for cfg in c.configs:
+        d = dur.get((cfg.name, cfg.grid, cfg.block, cfg.dyn_smem))
+        if d is None and by_kernel.get(cfg.name):
+            d = sum(by_kernel[cfg.name]) / len(by_kernel[cfg.name])
+        n, t = out.get(cfg.name, (0, 0.0))
+        out[cfg.name] = (n + cfg.launches, t + cfg.launches * (d or 0.0))
+    return out
+
+
+DEEP_MAX = 16  # deep launches (metrics and source passes) of one CUPTI run; later configurations get the light ones
+
+
+def collector_request() -> Any:
+    """The deep launches' part of analyze's CUPTI run (every kernel, at most DEEP_MAX configurations); the light
+    part is COLLECTOR_METRICS. tests/fixtures/collector/capture.py captures with exactly this."""
+    from kernelscope.tools.metrics import DeepRequest
+
+    return DeepRequest(kernels=["*"], metrics=deep_metrics(), max_launches=DEEP_MAX)
+
+
+def _cupti_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, evidence: Any,
+                 cancel: threading.Event | None) -> tuple[Any, Profile | None, list[str], float]:
+    """Both stages' measurements in one run of the program (CUPTI collector): the first launch of each kernel and
+    launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule family's
+    metrics, the stall reasons and the source passes (PC sampling, SASS metrics). (collected, profile, notes,
+    wall s); the profile is None where the collector could not measure."""
     from kernelscope.tools.metrics import collected_profile, run_collector
     from kernelscope.tools.run import job_env
 
+    t0 = time.monotonic()
+    deep = collector_request()
     try:
         proc, got = run_collector(prep.argv, ws, job_env(ws, s.home, lease), COLLECTOR_METRICS, req.timeout_s, s,
-                                  cancel, max_launches=max(configs, 1))
+                                  cancel, max_launches=max(req.launch_count or 64, 1), deep=deep)
     except NotAvailable as e:
-        return None, [f"light stage: the CUPTI collector is not available here ({e}); Nsight Compute measured it"]
+        return None, None, [f"the CUPTI collector is not available here ({e}); Nsight Compute measured instead"], 0.0
+    wall = time.monotonic() - t0
     notes = list(got.notes)
     if proc.cancelled:
-        return None, notes
+        return got, None, notes, wall
     if got.refused:
-        notes.append(f"light stage: this GPU's CUPTI does not know {', '.join(got.refused)}")
+        notes.append(f"this GPU's CUPTI does not know {', '.join(got.refused)}")
     if not got.launches or proc.timed_out or proc.returncode != 0:
         why = (f"the program {proc.describe_failure()}" if proc.timed_out or proc.returncode != 0 else
                "; ".join(got.errors[:3]) or "no launch was profiled")
-        return None, [*notes, f"light stage: the CUPTI collector measured nothing ({why}); Nsight Compute measured it"]
-    if len(got.launches) < configs:
-        notes.append(f"light stage: the CUPTI collector profiled {len(got.launches)} of {configs} launch "
-                     "configurations" + (f" ({'; '.join(got.errors[:2])})" if got.errors else ""))
+        notes.append(f"the CUPTI collector measured nothing ({why}); Nsight Compute measured instead")
+        return got, None, notes, wall
+    if got.errors:
+        notes.append("CUPTI collector: " + "; ".join(got.errors[:3]))
     resources: dict[str, Any] = {}
     if evidence is not None:  # ptxas' registers and shared memory, where the driver did not say
         with contextlib.suppress(Exception):
             resources = {kr.mangled_name: kr for kr in evidence.result()[1]}
-    return collected_profile(got, resources, report="light (CUPTI collector)"), notes
+    profile = collected_profile(got, resources, report="light and deep (CUPTI collector)",
+                                texts=_source_texts(prep.artifact_id))
+    return got, profile, notes, wall
+
+
+def _deep_complete(got: Any, top: list[tuple[str, list[KernelProfile]]]) -> list[str]:
+    """The top kernels whose first launch the CUPTI run did not measure deep (with its source passes)."""
+    deep = {ln.name for ln in got.launches if ln.deep}
+    sourced = {src.name for src in got.sources if src.sampled or src.counted}
+    return [n for n, _ in top if n not in deep or n not in sourced]
 
 
 def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
@@ -665,6 +740,86 @@ def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
     summary, _facts, findings, tl = out
     result.system, result.system_findings = summary, findings
     result.trace_id = store_trace(tl, target=display)
+
+
+def _rules_stage(result: AnalyzeResult, req: AnalyzeRequest, p1: Profile, p2: Profile | None, evidence: Any,
+                 totals: Totals | None, families: list[str], stages: list[AnalyzeStage],
+                 t_all: float) -> AnalyzeResult:
+    """analyze's last stage, whatever measured the first two: the rules over the merged profiles with the SASS
+    and ptxas evidence, and the answer's kernels, counts and stages."""
+    t0 = time.monotonic()
+    sass, ptxas = evidence.result() if evidence is not None else ([], [])
+    diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
+                                    overrides=req.overrides, totals=totals)
+    stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))
+    result.kernels = diags
+    result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
+    result.launches_profiled = len(p1.kernels)
+    result.other_kernels = [f"{ks[0].name} ({_launches(n, ks, totals)} launches, "
+                            f"{_total_ns(n, ks, totals) / 1e3:.1f} us)" for n, ks in groups[req.deep_kernels:][:20]]
+    result.stages = stages
+    result.wall_s = round(time.monotonic() - t_all, 3)
+    return result
+
+
+CUPTI_DEEP_SECTIONS = ["rule metrics of every family", "WarpStateStats (stall reasons)",
+                       "SourceCounters (PC sampling, SASS metrics)"]
+
+
+def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, lease: Lease, got: Any, p1: Profile,
+                   wall: float, stages: list[AnalyzeStage], notes: list[str], traced: Any, can_trace: bool,
+                   evidence: Any, t_all: float, note: Callable[[str], None],
+                   cancel: threading.Event | None) -> AnalyzeResult:
+    """analyze after its one CUPTI run: the trace when the program launched many kernels, the class per top
+    kernel, Nsight Compute's deep stage only for a top kernel the run did not measure deep, then the rules."""
+    from kernelscope.tools.classify import classify
+    from kernelscope.tools.ncu import load_profile
+
+    result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
+    deep_s = (sum(src.wall_ns or 0.0 for src in got.sources) + sum(ln.wall_ns or 0.0 for ln in got.launches
+                                                                     if ln.deep)) / 1e9
+    light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
+                         wall_s=round(max(wall - deep_s, 0.0), 3))
+    deep = AnalyzeStage(name="deep", sections=CUPTI_DEEP_SECTIONS, metrics=len(deep_metrics()), tool="cupti",
+                        wall_s=round(deep_s, 3))
+    stages += [light, deep]  # one run: the deep stage's share is its launches' passes and source passes
+    if traced is None and can_trace and req.trace == "auto" and (got.launches_seen or 0) >= TRACE_AFTER_LAUNCHES:
+        note("trace stage: many launches, so the timeline between them")
+        st, traced, n = _trace_stage(prep, ws, lease, s, req, cancel)
+        stages.append(st)
+        notes += n
+    if traced is not None:
+        _attach_trace(result, traced, prep.display)
+    totals = _trace_totals(traced) or _collector_totals(got, p1)
+    groups = _group(p1, totals)
+    top = groups[:req.deep_kernels]
+    classes = {name: classify(_longest(ks)).cls for name, ks in top}
+    light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
+    sections, families, _ = stage2_plan(sorted(set(classes.values())))
+    deep.rule_families, deep.kernels = families, [ks[0].name for _, ks in top]
+    # a top kernel the run did not measure deep (past DEEP_MAX configurations, or its source passes failed):
+    # Nsight Compute's deep stage for those
+    p2 = None
+    missing = _deep_complete(got, top)
+    if missing:
+        note(f"stage 2: {', '.join(sections)} for {len(missing)} kernel(s) under Nsight Compute")
+        _ncu_binary()
+        t0 = time.monotonic()
+        names = "|".join(re.escape(n) for n in missing)
+        deep_opts = NcuOptions(sections=sections, metrics=stage2_plan(sorted(set(classes.values())))[2],
+                               clock_control=req.clock_control, import_source=True)
+        cap2, rep2 = run_capture(prep, deep_opts, ws=ws, lease=lease, s=s, name="stage2", timeout_s=req.timeout_s,
+                                 cancel=cancel, kernel_id=f"::regex:^({names})$:1")
+        if rep2 is not None:
+            p2 = load_profile(rep2)
+            result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
+        stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, capture=cap2, tool="ncu",
+                                   wall_s=round(time.monotonic() - t0, 3), kernels=missing))
+        if cap2.status != "ok":
+            result.explanation = (f"Nsight Compute's deep stage failed ({cap2.status}): {cap2.explanation} Findings "
+                                  f"for {', '.join(missing)} use the light stage only.")
+    result.notes += notes + harness_notes(ws)
+    return _rules_stage(result, req, p1, p2, evidence, totals, families, stages, t_all)
 
 
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
@@ -678,9 +833,13 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                             launch_skip=req.launch_skip, launch_count=req.launch_count,
                             clock_control=req.clock_control, import_source=False)
     _validate(light_opts)
-    _ncu_binary()
     can_trace = req.trace != "never" and tracer_available()
-    trace_first = can_trace and (req.trace == "always" or req.mode == "program")
+    # programs: both stages' measurements in the program's own run (CUPTI), Nsight Compute where that cannot
+    cupti_first = (req.mode == "program" and req.light != "ncu" and req.kernel_regex is None and req.launch_skip == 0
+                   and tracer_available())
+    if not cupti_first:
+        _ncu_binary()
+    trace_first = can_trace and (req.trace == "always" or (req.mode == "program" and not cupti_first))
     t_all = time.monotonic()
     stages: list[AnalyzeStage] = []
     notes: list[str] = []
@@ -695,6 +854,25 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             evidence = ex.submit(artifact_evidence, prep.artifact_id)
             ex.shutdown(wait=False)
         with _lease(req.gpu, cancel, on_wait) as lease:
+            if cupti_first:
+                if trace_first:
+                    note("trace stage: the timeline of every launch (CUPTI)")
+                    st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
+                    stages.append(st)
+                    notes += n
+                note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
+                     "lines of the first ones, in the program's own run (CUPTI)")
+                got, p1c, n, wall = _cupti_stage(prep, ws.path, lease, s, req, evidence, cancel)
+                notes += n
+                if p1c is not None:
+                    return _analyze_cupti(req, s, prep, ws.path, lease, got, p1c, wall, stages, notes, traced,
+                                          can_trace, evidence, t_all, note, cancel)
+                if cancel is not None and cancel.is_set():
+                    return AnalyzeResult(status="cancelled", explanation="Cancelled.", mode=req.mode, stages=stages,
+                                         notes=notes)
+                _ncu_binary()
+                if can_trace and traced is None:
+                    trace_first = True
             # ---- stage 0: the timeline (CUPTI): launches per kernel, their real durations, host overhead
             if trace_first:
                 note("trace stage: the timeline of every launch (CUPTI)")
@@ -716,34 +894,22 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 else:
                     kid, scope = "::regex:.*:1", "of each kernel's first launch"
                     configs = 0
-            p1: Profile | None = None
-            rep1: Path | None = None
             t0 = time.monotonic()
-            if configs and req.mode == "program" and req.light != "ncu":
-                note(f"stage 1: speed of light, launch and occupancy {scope}, in the program's own run (CUPTI)")
-                p1, n = _collector_stage(prep, ws.path, lease, s, req, configs, evidence, cancel)
-                notes += n
-            if p1 is not None:
-                result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
-                light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
-                                     wall_s=round(time.monotonic() - t0, 3))
-            else:
-                note(f"stage 1: speed of light, launch and occupancy {scope}")
-                cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
-                                         timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
-                result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
-                                       mode=req.mode, gpu_wait_s=lease.waited_s)
-                light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
-                                     capture=cap1, tool="ncu", wall_s=round(time.monotonic() - t0, 3))
+            note(f"stage 1: speed of light, launch and occupancy {scope}")
+            cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
+                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
+            result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
+                                   mode=req.mode, gpu_wait_s=lease.waited_s)
+            light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
+                                 capture=cap1, tool="ncu", wall_s=round(time.monotonic() - t0, 3))
             stages.append(light)
             if traced is not None:
                 _attach_trace(result, traced, prep.display)
-            if p1 is None:
-                if rep1 is None:
-                    result.stages, result.notes = stages, notes
-                    return result
-                p1 = load_profile(rep1, top_lines=0)
-                result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
+            if rep1 is None:
+                result.stages, result.notes = stages, notes
+                return result
+            p1 = load_profile(rep1, top_lines=0)
+            result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
             totals = _trace_totals(traced)
             groups = _group(p1, totals)
             top = groups[:req.deep_kernels]
@@ -759,11 +925,6 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                     _attach_trace(result, traced, prep.display)
             # ---- stage 2: deep capture of the first launch of each top kernel
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))
-            if light.tool == "cupti":
-                # the collector's replay runs with the caches as the memory restore leaves them (warm and
-                # dirty), where ncu flushes them before each pass: the top kernels' speed of light, DRAM bytes
-                # and FLOPs in the answer are ncu's, measured again here (the collector chose the sections)
-                metrics = metrics + [m for m in COLLECTOR_METRICS if m not in metrics]
             note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
             t0 = time.monotonic()
             deep_opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control,
@@ -788,17 +949,4 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             result.explanation = (f"The deep stage failed ({cap2.status}): {cap2.explanation} Findings below "
                                   "use the light stage only.")
         # ---- rules over the merged profiles, with SASS/ptxas evidence
-        t0 = time.monotonic()
-        sass, ptxas = evidence.result() if evidence is not None else ([], [])
-        diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
-                                        overrides=req.overrides, totals=totals)
-        stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3),
-                                   rule_families=families))
-    result.kernels = diags
-    result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
-    result.launches_profiled = len(p1.kernels)
-    result.other_kernels = [f"{ks[0].name} ({_launches(n, ks, totals)} launches, "
-                            f"{_total_ns(n, ks, totals) / 1e3:.1f} us)" for n, ks in groups[req.deep_kernels:][:20]]
-    result.stages = stages
-    result.wall_s = round(time.monotonic() - t_all, 3)
-    return result
+        return _rules_stage(result, req, p1, p2, evidence, totals, families, stages, t_all)

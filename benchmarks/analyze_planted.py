@@ -6,15 +6,16 @@ kernel, silence on its fixed twin, and the wall time of the two-stage analyze ag
     python benchmarks/analyze_planted.py --cases 01,07 --no-full
     python benchmarks/analyze_planted.py --save-fixtures tests/fixtures/planted   # regenerate the fixtures
     python benchmarks/analyze_planted.py --apps               # the applications instead (see APPS)
-    python benchmarks/analyze_planted.py --light ncu          # the light stage under Nsight Compute, not CUPTI
+    python benchmarks/analyze_planted.py --light ncu          # both stages under Nsight Compute, not CUPTI
 
 --apps runs the same comparison on programs that launch their kernels many times, as applications do
 (examples/apps/mini_gpt.cu, examples/system/copy_loop.cu), and adds a second baseline: `--set full` on
 the first launch of each kernel only (`--kernel-id ::regex:.*:1`), what an expert who knows the
 program would ask ncu for.
 
-The light stage is analyze's default (the CUPTI collector in the program's own run, where the trace ran);
---light ncu runs it under Nsight Compute as before. Needs an NVIDIA GPU with Nsight Compute. --save-fixtures
+analyze's default measures both stages in the program's own run (the CUPTI collector: light metrics, then the
+deep metrics, stall reasons and source passes of each kernel's first launches); --light ncu runs the two stages
+under Nsight Compute instead, after a CUPTI trace. Needs an NVIDIA GPU with Nsight Compute. --save-fixtures
 (which implies --light ncu, as the CPU tests replay both Nsight Compute reports) writes, per case, the light
 and deep reports analyze captured, the compile result (ptxas resources) and the SASS statistics of the program, which
 the CPU tests replay.
@@ -169,16 +170,20 @@ def main() -> int:
         if not args.no_full and not any(d.name.startswith(p) for p in args.skip_full.split(",") if p):
             t_full = full_capture(Path(str(get_store().require(comp.artifact_id).path("executable"))), [])
         chk = check(case, cu.name, planted_line(cu), res)
-        stage = {st.name: st.wall_s for st in res.stages}
+        stage: dict[str, float] = {}
+        for st in res.stages:
+            stage[st.name] = stage.get(st.name, 0.0) + st.wall_s
         tool = next((st.tool for st in res.stages if st.name == "light"), None)
+        deep_by = "+".join(dict.fromkeys(st.tool or "?" for st in res.stages if st.name == "deep"))
         rows.append([d.name, f"{case['expected_class']} / {chk['class']}", "ok" if chk["class_ok"] else "WRONG",
                      chk["top"], "ok" if chk["top_ok"] else "WRONG", "ok" if chk["line_ok"] else "WRONG",
                      "ok" if chk["twin_ok"] else "WRONG", round(stage.get("trace", 0), 2), tool,
-                     round(stage.get("light", 0), 2),
+                     round(stage.get("light", 0), 2), deep_by,
                      round(stage.get("deep", 0), 2), round(t_an, 2),
                      round(t_full, 2) if t_full else "-", f"{100 * t_an / t_full:.0f}%" if t_full else "-"])
         light_stage = next((st for st in res.stages if st.name == "light"), None)
         raw.append({"case": d.name, **chk, "analyze_s": t_an, "full_s": t_full, "stages": stage, "light_by": tool,
+                    "deep_by": deep_by,
                     "light_classes": light_stage.kernels if light_stage else [], "notes": res.notes})
         if args.save_fixtures:
             out = args.save_fixtures / d.name
@@ -194,7 +199,7 @@ def main() -> int:
 
     print(device_line())
     print(table(["case", "expected / class", "class", "top finding", "top", "line", "twin", "trace s", "light by",
-                 "light s", "deep s",
+                 "light s", "deep by", "deep s",
                  "analyze s", "full s", "analyze/full"], rows))
     n = len(rows)
     ok = sum(1 for r in raw if r["class_ok"] and r["top_ok"] and r["line_ok"] and r["twin_ok"])

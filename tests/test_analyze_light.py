@@ -1,6 +1,7 @@
-"""analyze's choice of light stage, on CPU: the GPU steps (the lease, the trace, the collector's run, the ncu
-runs) answer with real H100 captures of the planted 257-launch program (tests/fixtures/trace/, collector/ and
-planted/), and the orchestration between them runs for real."""
+"""analyze's orchestration on CPU: the GPU steps (the lease, the trace, the collector's run, the ncu runs) answer
+with real H100 captures of the planted 257-launch program (tests/fixtures/trace/, collector/ and planted/), and
+the orchestration between them runs for real: both stages from one CUPTI run, the trace after it when the program
+launched many kernels, Nsight Compute only where the collector could not measure."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from kernelscope.tools import metrics as metrics_mod
 from kernelscope.tools import profiling
 from kernelscope.tools.compile import CompileRequest, compile_cuda
 from kernelscope.tools.metrics import Collected, load_collected
-from kernelscope.tools.profiling import COLLECTOR_METRICS, AnalyzeRequest, analyze
+from kernelscope.tools.profiling import COLLECTOR_METRICS, AnalyzeRequest, analyze, collector_request
 from kernelscope.tools.timeline import load_cupti
 from kernelscope.tools.tracing import diagnose_timeline
 
@@ -54,9 +55,10 @@ class Device:
             return AnalyzeStage(name="trace", tool="cupti", wall_s=0.4), (*diagnose_timeline(tl), tl), []
 
         def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[str], *_a: Any,
-                          **_k: Any) -> tuple[ProcessResult, Collected]:
+                          **k: Any) -> tuple[ProcessResult, Collected]:
             self.collector_runs += 1
             assert metrics == COLLECTOR_METRICS and env.get("CUDA_VISIBLE_DEVICES") == "0"
+            assert k["deep"] == collector_request()  # what the fixtures were captured with
             if isinstance(self.collected, Exception):
                 raise self.collected
             return ProcessResult(argv=argv, returncode=0), self.collected
@@ -76,32 +78,54 @@ class Device:
         monkeypatch.setattr(metrics_mod, "run_collector", run_collector)
 
 
-def test_a_traced_program_gets_its_light_stage_from_the_collector(monkeypatch: pytest.MonkeyPatch,
-                                                                   program: str) -> None:
+def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.MonkeyPatch, program: str) -> None:
     dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
     res = analyze(AnalyzeRequest(artifact_id=program))
     assert res.status == "ok", (res.explanation, res.notes)
-    assert [(s.name, s.tool) for s in res.stages] == [("trace", "cupti"), ("light", "cupti"), ("deep", "ncu"),
+    # the run counted 257 launches, so the trace ran after it for the timeline between them
+    assert [(s.name, s.tool) for s in res.stages] == [("light", "cupti"), ("deep", "cupti"), ("trace", "cupti"),
                                                       ("rules", None)]
-    assert dev.collector_runs == 1 and [name for name, _ in dev.captures] == ["stage2"]  # one ncu run, not two
-    deep_metrics = dev.captures[0][1]
-    assert set(COLLECTOR_METRICS) <= set(deep_metrics)  # the top kernels' numbers are measured again by ncu
-    assert res.launches_profiled == 2 and len(res.report_ids) == 1 and not res.notes
+    assert dev.collector_runs == 1 and dev.captures == []  # no Nsight Compute run at all
+    deep = res.stages[1]
+    assert "SourceCounters (PC sampling, SASS metrics)" in deep.sections and deep.rule_families and deep.wall_s > 0
+    assert res.launches_profiled == 2 and res.report_ids == [] and not res.notes
     by = {k.mangled_name: k for k in res.kernels}
     assert by["slice_scale_bias"].launches == 256
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
+    assert res.system is not None and res.system.launches == 257
 
 
-def test_the_light_stage_falls_back_to_nsight_compute_when_the_collector_measures_nothing(
+def test_without_the_trace_the_collector_counts_the_launches(monkeypatch: pytest.MonkeyPatch, program: str) -> None:
+    dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
+    res = analyze(AnalyzeRequest(artifact_id=program, trace="never"))
+    assert [s.name for s in res.stages] == ["light", "deep", "rules"] and dev.captures == []
+    by = {k.mangled_name: k for k in res.kernels}
+    assert by["slice_scale_bias"].launches == 256 and by["full_scale_bias"].launches == 1
+    assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
+
+
+def test_a_top_kernel_without_its_source_passes_gets_nsight_computes_deep_stage(monkeypatch: pytest.MonkeyPatch,
+                                                                                program: str) -> None:
+    got = load_collected(FIX / "collector" / f"{CASE}.jsonl")
+    got.sources = [src for src in got.sources if src.name != "full_scale_bias"]
+    dev = Device(monkeypatch, got)
+    res = analyze(AnalyzeRequest(artifact_id=program))
+    assert [(s.name, s.tool) for s in res.stages] == [("light", "cupti"), ("deep", "cupti"), ("trace", "cupti"),
+                                                      ("deep", "ncu"), ("rules", None)]
+    assert [name for name, _ in dev.captures] == ["stage2"] and res.stages[3].kernels == ["full_scale_bias"]
+    assert len(res.report_ids) == 1
+
+
+def test_both_stages_fall_back_to_nsight_compute_when_the_collector_measures_nothing(
         monkeypatch: pytest.MonkeyPatch, program: str) -> None:
     dev = Device(monkeypatch, Collected(errors=["cuptiProfilerInitialize: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"]))
     res = analyze(AnalyzeRequest(artifact_id=program))
     assert res.status == "ok"
     assert [name for name, _ in dev.captures] == ["stage1", "stage2"]
-    light = res.stages[1]
-    assert (light.name, light.tool) == ("light", "ncu") and light.capture is not None
+    assert [(s.name, s.tool) for s in res.stages] == [("trace", "cupti"), ("light", "ncu"), ("deep", "ncu"),
+                                                      ("rules", None)]
+    assert res.stages[1].capture is not None
     assert any("measured nothing" in n and "INSUFFICIENT_PRIVILEGES" in n for n in res.notes), res.notes
-    assert not set(COLLECTOR_METRICS) <= set(dev.captures[1][1])  # ncu's own light values stand
     assert len(res.report_ids) == 2
 
 
@@ -117,3 +141,4 @@ def test_light_ncu_never_starts_the_collector(monkeypatch: pytest.MonkeyPatch, p
     dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
     res = analyze(AnalyzeRequest(artifact_id=program, light="ncu"))
     assert res.status == "ok" and res.stages[1].tool == "ncu" and dev.collector_runs == 0
+    assert [name for name, _ in dev.captures] == ["stage1", "stage2"]

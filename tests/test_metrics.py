@@ -1,6 +1,7 @@
-"""The CUPTI collector's output, replayed on CPU from real H100 captures (tests/fixtures/collector/capture.py):
-its profiles against the Nsight Compute light reports of the same programs (tests/fixtures/planted/), the planted
-suite's answers with the collector as the light stage, and a damaged or hostile output folder."""
+"""The CUPTI collector's output, replayed on CPU from real H100 captures (tests/fixtures/collector/capture.py, which
+captures what analyze's CUPTI run collects: light metrics, deep metrics, stall reasons and source passes): its
+profiles against the Nsight Compute reports of the same programs (tests/fixtures/planted/), the planted suite's
+answers from the collector alone, and a damaged or hostile output folder."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import pytest
 
 from kernelscope.models import CompileResult, KernelResources, SassResult
 from kernelscope.tools.classify import MIN_DURATION_NS, classify
-from kernelscope.tools.metrics import collected_profile, load_collected
+from kernelscope.tools.metrics import OCCUPANCY_LIMITS, collected_profile, load_collected, source_counters
 from kernelscope.tools.ncu import load_profile
-from kernelscope.tools.profiling import COLLECTOR_METRICS, _trace_totals, diagnose_stages, stage2_plan
+from kernelscope.tools.profiling import (
+    COLLECTOR_METRICS,
+    _collector_totals,
+    _trace_totals,
+    collector_request,
+    diagnose_stages,
+    stage2_plan,
+)
 from kernelscope.tools.timeline import load_cupti
 from kernelscope.tools.tracing import diagnose_timeline
 
@@ -33,15 +41,44 @@ def _collected(case: str):  # type: ignore[no-untyped-def]
     return load_collected(FIX / "collector" / f"{case}.jsonl")
 
 
+def _assert_planted_answer(case: str, diags: list) -> str | None:  # type: ignore[type-arg]
+    """The planted class, top finding and source line of the bad kernel, its fixed twin silent (the checks of
+    tests/test_planted.py); the top finding's line."""
+    by = {k.mangled_name: k for k in diags}
+    spec = json.loads((PLANTED / case / "case.json").read_text())
+    bad, fixed = by[spec["bad_kernel"]], by[spec["fixed_kernel"]]
+    assert bad.bottleneck.cls == spec["expected_class"], bad.bottleneck.reasoning
+    assert bad.findings and bad.findings[0].rule == spec["expected_rule"], [f.rule for f in bad.findings]
+    line = bad.findings[0].line
+    if spec.get("line_expected", True):
+        marked = [i for i, ln in enumerate((PLANTED / case / "planted.cu").read_text().splitlines(), 1)
+                  if "// PLANTED" in ln]
+        assert f"planted.cu:{marked[0]} " in (line or "") + " ", line
+    assert all(f.rule != spec["expected_rule"] for f in fixed.findings)
+    assert bad.launches == spec.get("bad_launches", 1)
+    return line if spec.get("line_expected", True) else None
+
+
 def test_every_planted_case_has_a_clean_capture() -> None:
+    deep = collector_request()
     for case in CASES:
         got = _collected(case)
         assert got.ended and not got.errors and not got.notes and not got.refused, (case, got)
         assert got.chip == "GH100" and got.device.name == "NVIDIA H100 80GB HBM3" and got.device.sm_count == 132
-        assert got.metrics == COLLECTOR_METRICS and (got.passes or 0) >= 1
+        assert got.metrics == COLLECTOR_METRICS and (got.passes or 0) >= 1 and (got.deep_passes or 0) > got.passes
+        assert got.deep_metrics == deep.metrics and got.sass_metrics == list(deep.sass_metrics)
         assert len(got.launches) == 2, case  # the bad kernel and its fixed twin: one configuration each
         for ln in got.launches:
-            assert set(ln.values) == set(COLLECTOR_METRICS) and ln.values["gpu__time_duration.sum"], (case, ln)
+            assert ln.deep and set(ln.values) == {*COLLECTOR_METRICS, *deep.metrics}, (case, ln.name)
+            assert ln.values["gpu__time_duration.sum"]
+        # both source passes ran for each launch, on the program's memory as the launch found it
+        assert [src.seq for src in got.sources] == [ln.seq for ln in got.launches]
+        for src in got.sources:
+            assert src.sampled and src.counted and src.samples > 0 and src.dropped == 0, (case, src.name)
+            # (-lineinfo) nearly every instruction has a line: the program's, or a toolkit header's (wmma's mma.h)
+            assert sum(1 for pc in src.pcs if pc.file and pc.line > 0) >= 0.9 * len(src.pcs), (case, src.name)
+            assert any(pc.file.endswith("planted.cu") for pc in src.pcs)
+        assert sum(c.launches for c in got.configs) == got.launches_seen and not got.configs_capped
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -58,6 +95,13 @@ def test_the_collector_profiles_like_nsight_computes_light_stage(case: str) -> N
             assert getattr(k, f) == getattr(n, f), (case, name, f, getattr(k, f), getattr(n, f))
         assert k.waves_per_sm == pytest.approx(n.waves_per_sm, rel=1e-6), (case, name)
         assert k.theoretical_occupancy_pct == pytest.approx(n.theoretical_occupancy_pct, rel=1e-6), (case, name)
+        # the occupancy limit per resource: ncu's, but shared memory's at the largest carveout (ncu: the launch's)
+        for m in OCCUPANCY_LIMITS:
+            mine_v, theirs_v = k.num(m), n.num(m)
+            if m == "launch__occupancy_limit_shared_mem":
+                assert mine_v is not None and theirs_v is not None and mine_v >= theirs_v, (case, name)
+            else:
+                assert mine_v == theirs_v, (case, name, m, mine_v, theirs_v)
         assert k.metrics["gpu__time_duration.sum"].unit == "ns" and k.metrics["dram__bytes_read.sum"].unit == "byte"
         if classify(k).cls != classify(n).cls:
             # the one disagreement: a ~5 µs kernel on either side of the launch/tail threshold, as the collector's
@@ -88,17 +132,40 @@ def test_the_planted_answers_hold_with_the_collector_as_the_light_stage(case: st
         totals = _trace_totals((*diagnose_timeline(load_cupti(FIX / "trace" / TRACES[case])), None))
     diags, _ = diagnose_stages(light, deep, deep_kernels=4, sass=sass.kernels,
                                ptxas=list(_resources(case).values()), totals=totals)
-    by = {k.mangled_name: k for k in diags}
-    spec = json.loads((PLANTED / case / "case.json").read_text())
-    bad, fixed = by[spec["bad_kernel"]], by[spec["fixed_kernel"]]
-    assert bad.bottleneck.cls == spec["expected_class"], bad.bottleneck.reasoning
-    assert bad.findings and bad.findings[0].rule == spec["expected_rule"], [f.rule for f in bad.findings]
-    if spec.get("line_expected", True):
-        marked = [i for i, ln in enumerate((PLANTED / case / "planted.cu").read_text().splitlines(), 1)
-                  if "// PLANTED" in ln]
-        assert f"planted.cu:{marked[0]} " in (bad.findings[0].line or "") + " "
-    assert all(f.rule != spec["expected_rule"] for f in fixed.findings)
-    assert bad.launches == spec.get("bad_launches", 1)
+    _assert_planted_answer(case, diags)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_planted_answers_hold_from_the_collector_alone(case: str) -> None:
+    """What analyze answers from its one CUPTI run, with no Nsight Compute report: the planted class, top finding
+    and source line of the bad kernel, the fixed twin silent, the launches counted by the collector."""
+    got = _collected(case)
+    light = collected_profile(got, _resources(case), texts={"planted.cu": (PLANTED / case / "planted.cu").read_text()
+                                                             .splitlines()})
+    sass = SassResult.model_validate_json((FIX / "planted" / case / "sass.json").read_text())
+    diags, _ = diagnose_stages(light, None, deep_kernels=4, sass=sass.kernels, ptxas=list(_resources(case).values()),
+                               totals=_collector_totals(got, light))
+    line = _assert_planted_answer(case, diags)
+    assert line is None or "`" in line  # with the line's code, from the compiled source
+
+
+def test_source_counters_sum_by_line_with_ncus_names_and_excess() -> None:
+    """The bank-conflicted transpose: SASS metrics give each line's shared wavefronts and their ideal, the
+    excess is ncu's derived one, and the PC samples are counted once each (the *_not_issued reasons are
+    subsets)."""
+    got = _collected("02-transpose-bank-conflicts")
+    src = next(x for x in got.sources if x.name == "transpose_conflicted")
+    per_line, totals = source_counters(src)
+    planted = next(i for i, ln in enumerate((PLANTED / "02-transpose-bank-conflicts" / "planted.cu").read_text()
+                                            .splitlines(), 1) if "// PLANTED" in ln)
+    worst = max(per_line.items(), key=lambda kv: kv[1].get("derived__memory_l1_wavefronts_shared_excessive", 0))
+    assert worst[0][1] == planted
+    c = worst[1]
+    assert c["memory_l1_wavefronts_shared"] == c["memory_l1_wavefronts_shared_ideal"] + c[
+        "derived__memory_l1_wavefronts_shared_excessive"] and c["memory_l1_wavefronts_shared"] >= 8 * c[
+        "memory_l1_wavefronts_shared_ideal"]
+    assert totals["smsp__pcsamp_sample_count"] == src.samples  # every sample once
+    assert sum(v.get("inst_executed", 0) for v in per_line.values()) <= totals["inst_executed"]
 
 
 def test_registers_and_shared_memory_come_from_ptxas_where_the_driver_did_not_say(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from kernelscope.tools.artifacts import get_store
 from kernelscope.tools.compile import CompileRequest, compile_cuda
 from kernelscope.tools.metrics import collected_profile, run_collector
 from kernelscope.tools.ncu import load_profile
-from kernelscope.tools.profiling import COLLECTOR_METRICS, STAGE1_METRICS
+from kernelscope.tools.profiling import COLLECTOR_METRICS, STAGE1_METRICS, collector_request
 from kernelscope.tools.run import job_env, stage_program
 from kernelscope.tools.toolchain import require
 
@@ -60,14 +60,20 @@ def test_the_collector_agrees_with_nsight_compute(case: str, tmp_path: Path) -> 
         assert k.num(ffma) == pytest.approx(n.num(ffma), rel=0.05, abs=1.0), name
 
 
-def test_the_programs_results_are_unchanged_by_the_replay(tmp_path: Path) -> None:
-    """Case 08 accumulates with atomics: a replay pass that did not restore memory would change its sums."""
+@pytest.mark.parametrize("deep", [False, True], ids=["light", "deep-and-source-passes"])
+def test_the_programs_results_are_unchanged_by_the_replay(tmp_path: Path, deep: bool) -> None:
+    """Case 08 accumulates with atomics: a replay pass, or a source pass, that did not restore memory would change
+    its sums (the deep launches run twice more, on checkpoints of the memory, besides their metric passes)."""
     s = ensure_dirs()
     prog = _program("08-atomic-contention", tmp_path)
     with gpu_pool().lease() as lease:
         env = job_env(tmp_path, s.home, lease)
         plain = subprocess.run([str(prog)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        proc, got = run_collector([str(prog)], tmp_path, env, COLLECTOR_METRICS, 300, s, None)
+        proc, got = run_collector([str(prog)], tmp_path, env, COLLECTOR_METRICS, 300, s, None,
+                                  deep=collector_request() if deep else None)
     assert plain.returncode == 0 and plain.stdout.startswith("ok "), plain.stdout
     assert proc.returncode == 0 and proc.stdout == plain.stdout, (proc.stdout, plain.stdout)
-    assert len(got.launches) == 2 and (got.passes or 0) > 1
+    assert len(got.launches) == 2 and (got.passes or 0) > 1 and not got.errors, got.errors
+    if deep:
+        assert all(ln.deep for ln in got.launches) and len(got.sources) == 2
+        assert all(src.sampled and src.counted and src.samples > 0 for src in got.sources)

@@ -84,8 +84,9 @@ def _ncu_here() -> bool:
 
 @pytest.mark.skipif(_ncu_here(), reason="ncu is installed here; the missing-ncu answer is for hosts without it")
 def test_missing_ncu_is_an_explained_error() -> None:
+    """Where Nsight Compute must measure (light='ncu' here; eval mode, or no CUPTI) and is missing."""
     with pytest.raises(KernelscopeError, match="ncu") as e:
-        prof.analyze(prof.AnalyzeRequest(artifact_id="0" * 24))
+        prof.analyze(prof.AnalyzeRequest(artifact_id="0" * 24, light="ncu"))
     assert "Nsight Compute" in str(e.value)
 
 

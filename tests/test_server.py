@@ -413,5 +413,9 @@ async def test_analyze_without_ncu_or_gpu_is_explained(client: Client) -> None:
         pass
     else:
         pytest.skip("ncu is installed here; this covers hosts without it")
-    r = await client.call_tool("analyze", {"artifact_id": "0" * 24})
+    # Nsight Compute asked for (or needed: eval mode, no CUPTI) and missing: said before anything runs
+    r = await client.call_tool("analyze", {"artifact_id": "0" * 24, "light": "ncu"})
     assert r.is_error and "ncu" in _text(r) and "Nsight Compute" in _text(r), _text(r)
+    # by default a program needs no ncu (CUPTI measures it): the unknown artifact is what is wrong here
+    r = await client.call_tool("analyze", {"artifact_id": "0" * 24})
+    assert r.is_error and "No artifact with id" in _text(r), _text(r)

@@ -211,12 +211,16 @@ def run_kernel_tuner(space: Space, strategy: str, seed: int, budget: int,
         res, _ = tune_kernel(space.name, "__global__ void k() {}", (1, 1, 1), [], params, strategy=strategy,
                              cache=str(path), simulation_mode=True, strategy_options={"max_fevals": budget},
                              verbose=False, quiet=True)
-    order: list[str] = []
+    # Kernel Tuner never evaluates the start configuration (the knobs' declared defaults); every strategy of ours
+    # spends its first evaluation on it, as the agent does (it is the candidate being optimized). So Kernel Tuner
+    # is charged it too: the start first, then its own sequence (which does not use the start's result).
+    start = ",".join(str(int(v[0])) for v in space.knobs.values())
+    order: list[str] = [start]
     for r in res:
         k = ",".join(str(r[n]) for n in space.names)
         if k not in order:
             order.append(k)
-    return order
+    return order[:budget]
 
 
 def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int, ...] = (1,)) -> None:

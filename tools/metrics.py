@@ -1,16 +1,18 @@
-"""Hardware metrics collected inside the profiled program (CUPTI's range profiler), for analyze's light stage.
+"""Hardware metrics collected inside the profiled program (CUPTI), for both of analyze's stages.
 
 ``native/cupti_metrics.cpp`` is loaded into the program through ``CUDA_INJECTION64_PATH`` (built once with
 nvcc, like the CUPTI tracer: :func:`kernelscope.tools.cupti.build_metrics_collector`). It profiles the first
-launch of each kernel and launch configuration with kernel replay, in the program's own run: there is no
-separate profiler process, so none of the ~1.5 s that every Nsight Compute run costs before its first pass.
-The metric names are Nsight Compute's (Perfworks), and the values agree with ncu's on the same launches
-(``tests/test_metrics_gpu.py``).
+launch of each kernel and launch configuration with the range profiler's kernel replay, in the program's own
+run: there is no separate profiler process, so none of the ~1.5 s that every Nsight Compute run costs before
+its first pass. The metric names are Nsight Compute's (Perfworks), and the values agree with ncu's on the
+same launches (``tests/test_metrics_gpu.py``). Deep launches (``DeepRequest``) also get further metrics and
+two source passes per launch (PC sampling and SASS metrics, per instruction and source line), read here
+under the names of Nsight Compute's source counters.
 
 What the range profiler cannot give, ncu's launch metrics, is computed here from the launch configuration,
 the driver's occupancy answer (active blocks per SM) and the device's attributes: grid and block size,
-registers and static shared memory (the driver's, else the compile's ptxas report), waves per SM and the
-theoretical occupancy. The occupancy limiters per resource are left to the deep stage's ncu sections.
+registers and static shared memory (the driver's, else the compile's ptxas report), waves per SM, the
+theoretical occupancy and the occupancy limit per resource.
 """
 
 from __future__ import annotations
@@ -325,7 +327,8 @@ def source_lines(src: CollectedSource, texts: dict[str, list[str]] | None = None
     per_line, totals = source_counters(src)
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get("smsp__pcsamp_sample_count", 0.0))
     # lines that only the SASS metrics saw (never sampled) still carry their excess: keep the worst of them too
-    worst = sorted((kv for kv in per_line.items() if kv not in ranked[:top]),
+    shown = {loc for loc, _ in ranked[:top]}
+    worst = sorted((kv for kv in per_line.items() if kv[0] not in shown),
                    key=lambda kv: -max(kv[1].get(d, 0.0) for d, _, _ in EXCESS))[:top // 2]
     out = []
     for (file, line), counters in [*ranked[:top], *worst]:

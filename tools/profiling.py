@@ -8,13 +8,15 @@ reference's kernels are never profiled. ``--clock-control none`` is the default,
 the clocks it would run at in production; builds from the compile tool carry ``-lineinfo`` and the
 report imports the source, so per-line counters name source lines.
 
-``analyze`` is the two-stage flow: a light capture (speed of light, launch statistics, occupancy and
-the roofline counters) of every launch (of each kernel and launch configuration's first when a CUPTI
-trace of the program has counted and timed them all; then in the program's own run, by the CUPTI
-collector of :mod:`kernelscope.tools.metrics`, where it can), a bottleneck class per kernel, then one
-deep Nsight Compute capture of the first launch of the kernels that take the most time, with the
-sections and the rule metrics that class calls for; every rule runs over the merged profile, with SASS
-and ptxas evidence where the target is a compiled artifact.
+``analyze`` is the two-stage flow: a light measurement (speed of light, launch statistics, occupancy and
+the roofline counters) of each kernel and launch configuration, a bottleneck class per kernel, then a
+deep measurement of the kernels that take the most time; every rule runs over the merged profile, with
+SASS and ptxas evidence where the target is a compiled artifact. For a program both are measured in its
+own run by the CUPTI collector of :mod:`kernelscope.tools.metrics` (the deep stage: every rule family's
+metrics, the stall reasons and the source passes of the first launches; the class chooses the rule
+families), with a CUPTI trace after it when it saw many launches. Eval-mode targets, ``light="ncu"``
+and programs the collector cannot measure get two Nsight Compute captures instead (after a trace, for
+programs), the deep one with the sections and rule metrics the class calls for.
 """
 
 from __future__ import annotations
@@ -795,7 +797,7 @@ def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, l
     top = groups[:req.deep_kernels]
     classes = {name: classify(_longest(ks)).cls for name, ks in top}
     light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
-    sections, families, _ = stage2_plan(sorted(set(classes.values())))
+    sections, families, ncu_metrics = stage2_plan(sorted(set(classes.values())))
     deep.rule_families, deep.kernels = families, [ks[0].name for _, ks in top]
     # a top kernel the run did not measure deep (past DEEP_MAX configurations, or its source passes failed):
     # Nsight Compute's deep stage for those
@@ -806,7 +808,7 @@ def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, l
         _ncu_binary()
         t0 = time.monotonic()
         names = "|".join(re.escape(n) for n in missing)
-        deep_opts = NcuOptions(sections=sections, metrics=stage2_plan(sorted(set(classes.values())))[2],
+        deep_opts = NcuOptions(sections=sections, metrics=ncu_metrics,
                                clock_control=req.clock_control, import_source=True)
         cap2, rep2 = run_capture(prep, deep_opts, ws=ws, lease=lease, s=s, name="stage2", timeout_s=req.timeout_s,
                                  cancel=cancel, kernel_id=f"::regex:^({names})$:1")

@@ -817,22 +817,17 @@ bool pc_sampling_pass(CUcontext ctx, const Launch& l, std::map<uint64_t, PcRecor
 // The device's SASS metric configuration, set once, at the first deep launch's API_EXIT (H100, CUDA 13: set
 // before a launch's range profiler passes, they record no range; set again after an unset, it fails with
 // CUPTI_ERROR_OUT_OF_MEMORY).
-bool sass_set(bool on) {
-    if (on) {
-        std::vector<CUpti_SassMetrics_Config> cfg;
-        for (uint64_t id : g_sass.ids) cfg.push_back({id, CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU});
-        CUpti_SassMetricsSetConfig_Params sc = {CUpti_SassMetricsSetConfig_Params_STRUCT_SIZE};
-        sc.numOfMetricConfig = cfg.size();
-        sc.pConfigs = cfg.data();
-        sc.deviceIndex = g_sass.device;
-        return ok(cuptiSassMetricsSetConfig(&sc), "cuptiSassMetricsSetConfig");
-    }
-    CUpti_SassMetricsUnsetConfig_Params uc = {CUpti_SassMetricsUnsetConfig_Params_STRUCT_SIZE};
-    uc.deviceIndex = g_sass.device;
-    return ok(cuptiSassMetricsUnsetConfig(&uc), "cuptiSassMetricsUnsetConfig");
+bool sass_configure() {
+    std::vector<CUpti_SassMetrics_Config> cfg;
+    for (uint64_t id : g_sass.ids) cfg.push_back({id, CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU});
+    CUpti_SassMetricsSetConfig_Params sc = {CUpti_SassMetricsSetConfig_Params_STRUCT_SIZE};
+    sc.numOfMetricConfig = cfg.size();
+    sc.pConfigs = cfg.data();
+    sc.deviceIndex = g_sass.device;
+    return ok(cuptiSassMetricsSetConfig(&sc), "cuptiSassMetricsSetConfig");
 }
 
-// SASS metrics of one run of the launch, per instruction, into recs (the configuration set: sass_set).
+// SASS metrics of one run of the launch, per instruction, into recs (the configuration set: sass_configure).
 bool sass_pass(CUcontext ctx, const Launch& l, std::map<uint64_t, PcRecord>* recs) {
     CUpti_SassMetricsEnable_Params en = {CUpti_SassMetricsEnable_Params_STRUCT_SIZE};
     en.ctx = ctx;
@@ -888,7 +883,7 @@ struct PcSampled {  // the PC sampling pass of the deep launch in flight
 };
 CUpti_Checkpoint g_pre;       // the context's memory before the deep launch in flight (saved at its API_ENTER)
 bool g_pre_saved = false;
-bool g_sass_set = false;      // the device's SASS metric configuration, set once (see sass_set)
+bool g_sass_set = false;      // the device's SASS metric configuration, set once (see sass_configure)
 
 bool checkpoint_ready() {
     if (!g_cu.ctx_synchronize || g_cu.ctx_synchronize() != CUDA_SUCCESS) {
@@ -943,7 +938,7 @@ void source_passes_here(CUcontext ctx, const Launch& l, const char* mangled) {
     uint64_t total = g_sampled.total, dropped = g_sampled.dropped;
     bool sampled = g_sampled.ran, counted = false, restored = true;
     if (g_source_sass && g_sass.configured) {
-        if (!g_sass_set) g_sass_set = sass_set(true);
+        if (!g_sass_set) g_sass_set = sass_configure();
         if (g_sass_set) {
             restored = ok(g_checkpoint.restore(&g_pre), "cuptiCheckpointRestore");
             counted = restored && sass_pass(ctx, l, &recs);

@@ -2,7 +2,7 @@
 candidate.py): the agent's MCTS against greedy, beam and random search and against Kernel Tuner's
 strategies, over the same measured search spaces.
 
-Two steps, because a fair comparison needs many seeds and a GPU evaluation costs ~1 s:
+Three steps, because a fair comparison needs many seeds and a GPU evaluation costs ~1 s:
 
 1. ``measure`` (on the GPU): every configuration of every space is compiled (NVRTC), checked against
    the reference and timed interleaved with it by the run tool's own harness (CUDA events, L2 flushed
@@ -10,22 +10,37 @@ Two steps, because a fair comparison needs many seeds and a GPU evaluation costs
 
        python benchmarks/strategies.py measure --out benchmarks/data/spaces-h100.json
 
-2. ``replay`` (anywhere, the default): each strategy searches each space with the table as its
-   evaluator, 20 seeds each. An evaluation's speedup is a bootstrap median of the recorded samples
-   (its own draw per seed), so strategies see realistic timing noise; what a strategy *reached* is the
-   true (full-sample) speedup of the configuration it believes best. Kernel Tuner runs in its
-   simulation mode on a cache file written from the same draws.
+2. ``profile`` (on the GPU): every configuration's ``analyze`` diagnosis (bottleneck class and ranked findings),
+   measured as analyze's CUPTI path measures a program (light and deep metrics, stall reasons, source passes) and
+   put through the same rules; one program per space, each configuration's kernel renamed apart and launched once.
+   Two differences from the agent's own profiles: ``optimize`` profiles a candidate in eval mode, where Nsight
+   Compute measures (same metrics, cold L2), and no SASS or ptxas evidence is passed here (the rules that read
+   only those do not fire).
+   About 13 minutes on the H100 for the four spaces (two calls: matmul_fp16 alone takes 8).
 
-       python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 20] [--parallel 1,2,4]
+       python benchmarks/strategies.py profile --out benchmarks/data/findings-h100.json
+
+3. ``replay`` (anywhere, the default; about 7 minutes on two cores): each strategy searches each space with the
+   table as its evaluator, 100 seeds each (medians over 20 seeds moved by 1-2 evaluations between seed sets). An
+   evaluation's speedup is a bootstrap median of the recorded samples (its own draw per seed), so strategies see
+   realistic timing noise; what a strategy *reached* is the true (full-sample) speedup of the configuration it
+   believes best. Kernel Tuner runs in its simulation mode on a cache file written from the same draws.
+
+       python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 100] [--parallel 1,2,4]
 
    ``--parallel`` adds rows for the agent's strategies with several evaluations in flight (``mcts p=4``:
    four at a time, as on four GPUs), simulated as workers of equal speed so that a replay is reproducible
    (results come back in submission order). Evaluations are counted as they complete: the figures are
    the work spent, the wall time being about that divided by the number in flight.
 
+   The agent's strategies get the recorded diagnoses as ``kernelscope optimize`` gets its profiles: the start and
+   every candidate that beats the best so far by more than 2% are profiled (ANALYZE_MAX - 1 of them, the reference
+   taking one), and their class and findings order the offline proposer's moves and widen MCTS under severe
+   findings. Rows marked "no profiles" search without them (``--no-profiles`` for all); Kernel Tuner has no use
+   for them.
+
 Printed: the fraction of the exhaustive best reached after 10, 25 and 50 evaluations (median over
-seeds) and the evaluations needed to reach 95% of it, as a share of the space. The offline proposer
-gets no profile in the replay (no findings to order its moves): the search alone is compared.
+seeds) and the evaluations needed to reach 95% of it, as a share of the space.
 """
 
 from __future__ import annotations
@@ -36,6 +51,7 @@ import itertools
 import json
 import math
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -47,14 +63,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROBLEMS, device_line, table
 
+from kernelscope.agent.optimize import OptimizeConfig, findings_of
 from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, run_search
 from kernelscope.agent.search.knobs import Knob, apply_knobs, parse_knobs
 
 DATA = Path(__file__).resolve().parent / "data" / "spaces-h100.json"
+FINDINGS = DATA.with_name("findings-h100.json")  # every configuration's analyze diagnosis (``profile``)
 TOL = {"softmax": (1e-4, 1e-7), "matmul_fp16": (1e-2, 1e-2)}  # softmax: outputs ~1/DIM; others 1e-4
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls",
                  "pso", "dual_annealing", "basinhopping", "diff_evo", "firefly_algorithm", "bayes_opt")
 CHECKPOINTS = (10, 25, 50)
+ANALYZE_MAX = OptimizeConfig.model_fields["analyze_max"].default  # profiles per run, the reference's included
 
 
 def knob_problems() -> list[str]:
@@ -130,6 +149,129 @@ def measure(out: Path, problems: list[str], budget_s: float) -> None:
     print(f"wrote {out}")
 
 
+# ------------------------------------------------------------------------------------------- profile
+_KERNEL_NAME = re.compile(r"CudaKernel\(\s*\w+\s*,\s*\"(\w+)\"")
+
+_PROGRAM = """import importlib.util, json, sys
+import torch
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+todo = json.load(open(sys.argv[1]))
+ref = load(todo["reference"], "reference")
+torch.manual_seed(0)
+inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+for i, (key, path) in enumerate(todo["configs"]):
+    try:
+        model = load(path, f"cand{i}").ModelNew(*ref.get_init_inputs()).cuda()
+        model(*inputs)
+        torch.cuda.synchronize()
+        print("launched", key, flush=True)
+    except Exception as e:  # a configuration that does not build or launch has no profile
+        print("failed", key, type(e).__name__, str(e).splitlines()[0][:120] if str(e) else "", flush=True)
+"""
+
+
+def _prebuild(path: str) -> str | None:
+    """Compile one configuration's kernels into the NVRTC cache (a worker process; no GPU needed)."""
+    from kernelscope.fast import nvrtc_cubin
+
+    try:
+        for k in _module(Path(path), f"pre_{Path(path).stem}").KERNELS:
+            nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for("sm_90")))
+    except Exception as e:
+        return f"{Path(path).stem}: {type(e).__name__}"
+    return None
+
+
+def trim_diagnosis(d: Any) -> dict[str, Any]:
+    """What the replay keeps of a kernel's diagnosis: what ``findings_of`` reads (class, rules, severity)."""
+    return {"name": d.name, "duration_ns": d.duration_ns, "bottleneck": {"cls": d.bottleneck.cls},
+            "findings": [{"rule": f.rule, "severity": f.severity, "family": f.family,
+                          "impact": f.impact} for f in d.findings]}
+
+
+def profile(out: Path, problems: list[str], timeout_s: float) -> None:
+    """Every configuration of every space through analyze's own measurement and rules, in one program per space:
+    the configurations' kernels are renamed apart (``<name>__c<i>``, the code otherwise unchanged), launched once
+    each under the CUPTI collector with every launch deep (light and deep metrics, stall reasons, source passes),
+    and each kernel's profile goes through the rules as analyze's CUPTI path does (``diagnose_stages``). What is
+    kept per configuration is its diagnosis: class and ranked findings."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from _common import use_private_store
+
+    use_private_store()
+    from kernelscope.config import get_settings
+    from kernelscope.sandbox.gpu import gpu_pool
+    from kernelscope.tools.metrics import DeepRequest, collected_profile, run_collector
+    from kernelscope.tools.profiling import COLLECTOR_METRICS, _collector_totals, deep_metrics, diagnose_stages
+    from kernelscope.tools.run import job_env
+
+    s = get_settings()
+    data: dict[str, Any] = {"device": device_line(), "command": " ".join(sys.argv), "problems": {}}
+    if out.is_file():
+        data["problems"] = json.loads(out.read_text()).get("problems", {})
+    for problem in problems:
+        t0 = time.monotonic()
+        ws = Path(tempfile.mkdtemp(prefix=f"ks-prof-{problem}-"))
+        template = (PROBLEMS / problem / "candidate.py").read_text()
+        knobs = parse_knobs(template)
+        names = [k.name for k in knobs]
+        kernel = _KERNEL_NAME.search(template)
+        if kernel is None:
+            raise SystemExit(f"{problem}: no CudaKernel(..., \"name\") in candidate.py to rename")
+        configs: list[tuple[str, str]] = []
+        renamed: dict[str, str] = {}
+        for i, values in enumerate(itertools.product(*(k.values for k in knobs))):
+            cfg = dict(zip(names, values, strict=True))
+            path = ws / f"c{i}.py"
+            new = f"{kernel.group(1)}__c{i}"
+            path.write_text(re.sub(rf"\b{kernel.group(1)}\b", new, apply_knobs(template, cfg)))
+            configs.append((key(cfg, names), str(path)))
+            renamed[new] = key(cfg, names)
+        with gpu_pool().lease() as lease:
+            env = job_env(ws, s.home, lease)
+            os.environ["KERNELSCOPE_NVRTC_CACHE"] = env["KERNELSCOPE_NVRTC_CACHE"]
+            with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 1)) as pool:
+                failed = [f for f in pool.map(_prebuild, [p for _, p in configs]) if f]
+            t_build = time.monotonic() - t0
+            (ws / "todo.json").write_text(json.dumps({"reference": str(PROBLEMS / problem / "reference.py"),
+                                                      "configs": configs}))
+            (ws / "program.py").write_text(_PROGRAM)
+            deep = DeepRequest(kernels=[f"{kernel.group(1)}__c"], metrics=deep_metrics(), max_launches=len(configs))
+            proc, got = run_collector([sys.executable, "program.py", "todo.json"], ws, env, COLLECTOR_METRICS,
+                                      timeout_s, s, None, max_launches=min(1024, len(configs) + 64), deep=deep)
+        if proc.returncode != 0 or not got.launches:
+            raise SystemExit(f"{problem}: the collector measured nothing: {proc.describe_failure()} "
+                             f"{got.errors[:3]}\n{proc.stdout[-2000:]}")
+        p1 = collected_profile(got, report=f"{problem} (CUPTI collector, every configuration)")
+        diags, _ = diagnose_stages(p1, None, deep_kernels=10_000, totals=_collector_totals(got, p1))
+        found = {}
+        for d in diags:
+            k = renamed.get(d.name) or renamed.get(d.mangled_name)
+            if k is not None:
+                found[k] = trim_diagnosis(d)
+        launched = proc.stdout.count("launched ")
+        data["problems"][problem] = {"configs": found, "launched": launched, "prebuild_failed": len(failed),
+                                     "deep_launches": sum(ln.deep for ln in got.launches),
+                                     "sourced": sum(bool(x.sampled or x.counted) for x in got.sources),
+                                     "errors": got.errors[:5], "build_s": round(t_build, 1),
+                                     "profile_s": round(time.monotonic() - t0 - t_build, 1)}
+        print(f"{problem}: {len(found)} of {len(configs)} configurations diagnosed ({launched} launched, "
+              f"{len(failed)} did not build), {data['problems'][problem]['deep_launches']} deep; build "
+              f"{t_build:.0f} s, collector and rules {time.monotonic() - t0 - t_build:.0f} s", flush=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=None, separators=(",", ":")))
+    print(f"wrote {out}")
+
+
 # ------------------------------------------------------------------------------------------- replay
 class Space:
     """One measured space: true speedups and a seeded noisy evaluator."""
@@ -172,14 +314,29 @@ class Space:
 
 
 def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict[str, float | None],
-             parallel: int = 1) -> list[str]:
+             parallel: int = 1, profiles: dict[str, Any] | None = None,
+             mcts: dict[str, Any] | None = None) -> list[str]:
+    """The order in which one of the agent's strategies evaluates the space. With ``profiles`` (each configuration's
+    recorded analyze diagnosis), the evaluations carry findings as in ``kernelscope optimize``: the start and every
+    candidate that beats the best so far by more than 2% are profiled, ANALYZE_MAX - 1 of them at most (the
+    reference takes one), and their class and findings order the proposer's moves below them."""
     exp = KnobExpander([Knob(n, tuple(v), "cuda") for n, v in space.knobs.items()])
+    best = {"speedup": 0.0, "profiles": 0}
 
     def evaluate(cfg: dict[str, str]) -> Outcome:
-        o = observed[key(cfg, space.names)]
-        return Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
+        k = key(cfg, space.names)
+        o = observed[k]
+        out = Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
+        if o is None or profiles is None:
+            return out
+        promising = best["profiles"] == 0 or o > best["speedup"] * 1.02
+        best["speedup"] = max(best["speedup"], o)
+        if promising and best["profiles"] < ANALYZE_MAX - 1 and k in profiles:
+            best["profiles"] += 1
+            out.bottleneck, out.findings, out.severe, _ = findings_of({"status": "ok", "kernels": [profiles[k]]})
+        return out
 
-    s = {"mcts": lambda: MCTS(seed=seed), "greedy": Greedy, "beam": Beam,
+    s = {"mcts": lambda: MCTS(seed=seed, **(mcts or {})), "greedy": Greedy, "beam": Beam,
          "random": lambda: RandomSearch(seed=seed)}[strategy]()
     st = run_search(s, exp, evaluate, exp.start(), budget=budget, parallel=parallel, simulate=True)
     return [key(n.payload, space.names) for n in st.nodes]
@@ -223,12 +380,22 @@ def run_kernel_tuner(space: Space, strategy: str, seed: int, budget: int,
     return order[:budget]
 
 
-def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int, ...] = (1,)) -> None:
+def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int, ...] = (1,),
+           findings: Path | None = FINDINGS) -> None:
     data = json.loads(data_path.read_text())
     print(f"# strategies on measured spaces ({data['device']}); replay {device_line()}\n")
     spaces = [Space(n, r) for n, r in data["problems"].items()]
+    profiled: dict[str, dict[str, Any]] = {}
+    if findings is not None and findings.is_file():
+        prof = json.loads(findings.read_text())
+        profiled = {n: r["configs"] for n, r in prof["problems"].items()}
+        print(f"Profiles: every configuration's analyze diagnosis from {findings.name} ({prof['device']}); the agent's "
+              f"strategies get them as `kernelscope optimize` does (the start and each new best, {ANALYZE_MAX - 1} at "
+              f"most); rows marked 'no profiles' search without them.\n")
     tmp = Path(tempfile.mkdtemp(prefix="ks-kt-"))
-    ours = {s if p == 1 else f"{s} p={p}": (s, p) for s in ("mcts", "greedy", "beam", "random") for p in parallel}
+    ours = {s if p == 1 else f"{s} p={p}": (s, p, True) for s in ("mcts", "greedy", "beam", "random") for p in parallel}
+    if profiled:
+        ours |= {f"{s}, no profiles": (s, 1, False) for s in ("mcts", "greedy")}
     strategies = list(ours) + ([f"kt:{s}" for s in KT_STRATEGIES] if kernel_tuner else [])
     summary: dict[str, list[tuple[list[float], float]]] = {s: [] for s in strategies}
     for space in spaces:
@@ -247,7 +414,8 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
                 observed = space.draw(seed)
                 try:
                     order = (run_kernel_tuner(space, strat[3:], seed, budget, observed, tmp) if strat.startswith("kt:")
-                             else run_ours(space, ours[strat][0], seed, budget, observed, ours[strat][1]))
+                             else run_ours(space, ours[strat][0], seed, budget, observed, ours[strat][1],
+                                  profiled.get(space.name) if ours[strat][2] else None))
                 except Exception as e:  # a strategy that cannot run on this space is reported, not hidden
                     errors.append(f"{type(e).__name__}: {str(e)[:80]}")
                     continue
@@ -296,21 +464,30 @@ def main() -> int:
     m.add_argument("--out", type=Path, default=DATA)
     m.add_argument("--problems", nargs="*", default=None)
     m.add_argument("--timing-budget", type=float, default=0.1)
+    pr = sub.add_parser("profile", help="every configuration's analyze diagnosis on this GPU (CUPTI collector)")
+    pr.add_argument("--out", type=Path, default=FINDINGS)
+    pr.add_argument("--problems", nargs="*", default=None)
+    pr.add_argument("--timeout", type=float, default=560.0)
     r = sub.add_parser("replay", help="compare strategies on a measured table (default)")
     for q in (p, r):
         q.add_argument("--data", type=Path, default=DATA)
-        q.add_argument("--seeds", type=int, default=20)
+        q.add_argument("--seeds", type=int, default=100)
         q.add_argument("--no-kernel-tuner", action="store_true")
         q.add_argument("--parallel", type=_parallel, default=(1,), metavar="N[,N...]",
                        help="evaluations in flight for our strategies, one row each (default 1)")
+        q.add_argument("--findings", type=Path, default=FINDINGS, help="every configuration's diagnosis (profile)")
+        q.add_argument("--no-profiles", action="store_true", help="our strategies search without findings")
     args = p.parse_args()
+    if args.cmd == "profile":
+        profile(args.out, args.problems or knob_problems(), args.timeout)
+        return 0
     if args.cmd == "measure":
         measure(args.out, args.problems or knob_problems(), args.timing_budget)
         return 0
     if not args.data.is_file():
         print(f"{args.data} not found: measure it first on a GPU (python benchmarks/strategies.py measure)")
         return 2
-    replay(args.data, args.seeds, not args.no_kernel_tuner, args.parallel)
+    replay(args.data, args.seeds, not args.no_kernel_tuner, args.parallel, None if args.no_profiles else args.findings)
     return 0
 
 

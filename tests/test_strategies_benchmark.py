@@ -1,0 +1,104 @@
+"""The strategies benchmark's replay (benchmarks/strategies.py) over its H100 tables: the recorded analyze diagnosis
+of every configuration (``profile``, data/findings-h100.json) reaches the agent's strategies as in
+``kernelscope optimize`` (the start and each new best are profiled, ANALYZE_MAX - 1 at most), and the table covers
+every configuration that measured correct."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("strategies_bench", REPO / "benchmarks" / "strategies.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["strategies_bench"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def tables(bench: ModuleType) -> tuple[dict[str, Any], dict[str, Any]]:
+    return json.loads(bench.DATA.read_text())["problems"], json.loads(bench.FINDINGS.read_text())["problems"]
+
+
+def test_every_configuration_that_measured_correct_has_a_diagnosis(bench: ModuleType, tables: Any) -> None:
+    spaces, found = tables
+    assert set(found) == set(spaces)
+    for name, rec in spaces.items():
+        correct = {k for k, v in rec["configs"].items() if v.get("correct") and not k.startswith("@")}
+        diagnosed = set(found[name]["configs"])
+        assert correct <= diagnosed, f"{name}: no diagnosis for {sorted(correct - diagnosed)[:5]}"
+        for k in diagnosed:  # each under its own configuration's key, with a class and ranked findings
+            d = found[name]["configs"][k]
+            assert d["name"].endswith(f"__c{_index(rec['knobs'], k)}")
+            assert d["bottleneck"]["cls"] and isinstance(d["findings"], list)
+
+
+def _index(knobs: dict[str, list[str]], key: str) -> int:
+    """A configuration's position in the product of the knobs' values (the profile step's kernel suffix)."""
+    i = 0
+    for values, v in zip(knobs.values(), key.split(","), strict=True):
+        i = i * len(values) + values.index(v)
+    return i
+
+
+def test_the_profile_step_can_rename_every_problems_kernel(bench: ModuleType) -> None:
+    for problem in bench.knob_problems():
+        assert bench._KERNEL_NAME.search((bench.PROBLEMS / problem / "candidate.py").read_text()), problem
+
+
+def test_profiles_reach_the_start_and_each_new_best_only(bench: ModuleType, tables: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    spaces, found = tables
+    space = bench.Space("softmax", spaces["softmax"])
+    observed = space.draw(0)
+    seen: list[tuple[str, Any]] = []
+    real = bench.run_search
+
+    def spy(strategy: Any, exp: Any, evaluate: Any, start: Any, **kw: Any) -> Any:
+        def recording(cfg: dict[str, str]) -> Any:
+            out = evaluate(cfg)
+            seen.append((bench.key(cfg, space.names), out))
+            return out
+        return real(strategy, exp, recording, start, **kw)
+
+    monkeypatch.setattr(bench, "run_search", spy)
+    order = bench.run_ours(space, "mcts", 0, 40, observed, profiles=found["softmax"]["configs"])
+    assert [k for k, _ in seen] == order
+    start_key, start = seen[0]
+    assert start_key == "32,1,1,0" and start.bottleneck == found["softmax"]["configs"][start_key]["bottleneck"]["cls"]
+    assert start.findings and start.findings[0] == "stalls.dominant-stall-reason" and start.severe
+    best, profiled = 0.0, 0
+    for k, out in seen:
+        promising = out.ok and (profiled == 0 or out.speedup > best * 1.02) and profiled < bench.ANALYZE_MAX - 1
+        assert (out.bottleneck is not None) == promising, k
+        profiled += promising
+        best = max(best, out.speedup or 0.0)
+    assert 1 < profiled <= bench.ANALYZE_MAX - 1
+    seen.clear()  # without profiles, no evaluation carries findings
+    bench.run_ours(space, "mcts", 0, 40, observed)
+    assert not any(out.bottleneck or out.findings for _, out in seen)
+
+
+def test_replay_prints_rows_with_and_without_profiles(bench: ModuleType, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(bench.DATA.read_text())
+    data["problems"] = {"row_sum": data["problems"]["row_sum"]}
+    small = tmp_path / "spaces.json"
+    small.write_text(json.dumps(data))
+    bench.replay(small, 2, kernel_tuner=False)
+    out = capsys.readouterr().out
+    assert "Profiles: every configuration's analyze diagnosis" in out
+    for row in ("| mcts ", "| greedy ", "| mcts, no profiles ", "| greedy, no profiles "):
+        assert row in out

@@ -150,6 +150,28 @@ def test_progressive_widening_limits_children_by_visits() -> None:
         assert len(n.children) <= max(1, math.ceil(m.k * n.visits ** m.alpha)) + 1
 
 
+def test_asymmetric_branching_widens_top_nodes_and_severe_ones_in_the_upper_half() -> None:
+    """k is doubled for a node in the top quarter of rewards, or with a severe finding open if it is in the upper
+    half: a severe finding on a poor node (on matmul_fp16 most configurations are register-limited) is no reason
+    to spend evaluations there."""
+    from kernelscope.agent.search.tree import Node, SearchMemory
+
+    def node(i: int, r: float, severe: bool = False) -> Node:
+        return Node(id=i, key=str(i), payload={}, outcome=Outcome("correct", speedup=2.0 ** r, severe=severe),
+                    reward=r, visits=4)
+
+    # rewards 0 1 1 2 3 3.5 4 5 6 7: the top quarter starts at 4, the upper half at 3
+    nodes = [node(i, float(i)) for i in range(8)] + [node(8, 1.0, severe=True), node(9, 3.5, severe=True)]
+    st = SearchState(root=nodes[0], nodes=nodes, memory=SearchMemory(), seen=set(),
+                     evaluate=lambda c: Outcome("correct"), expander=None)  # type: ignore[arg-type]
+    m = MCTS(k=1.0, alpha=0.5, boost=2.0)
+    plain, boosted = math.ceil(4 ** 0.5), math.ceil(2 * 4 ** 0.5)
+    assert m.allowed_children(nodes[7], st) == m.allowed_children(nodes[4], st) == boosted  # top quarter
+    assert m.allowed_children(nodes[3], st) == plain  # upper half, nothing severe
+    assert m.allowed_children(nodes[9], st) == boosted  # upper half and severe
+    assert m.allowed_children(nodes[8], st) == plain  # severe, but in the lower half
+
+
 def test_the_initial_design_jumps_across_the_space_then_refines() -> None:
     """The root's first children are seeded random jumps (reproducible per seed, different across
     seeds); later children are one-knob moves from the best regions."""

@@ -141,8 +141,9 @@ class MCTS:
 
     - progressive widening: a node may have ceil(k * visits^alpha) children, so the tree deepens along
       good lines instead of enumerating every sibling first;
-    - asymmetric branching: k is multiplied by ``boost`` for nodes in the top quarter of rewards or with
-      a severe finding open (more to gain there);
+    - asymmetric branching: k is multiplied by ``boost`` for nodes in the top quarter of rewards, or with
+      a severe finding open if they are in the upper half (more to gain there; a severe finding on a poor node
+      is no reason to widen it: on matmul_fp16 most configurations carry one);
     - max backup (the best kernel found below a node is what matters, not the average);
     - dead-end pruning: a node whose ``fail_limit`` latest children all failed to compile or were
       incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again;
@@ -186,9 +187,11 @@ class MCTS:
     def allowed_children(self, node: Node, st: SearchState) -> int:
         k = self.k
         rewards = sorted(n.reward for n in st.nodes if n.outcome.ok)
-        if node.outcome.severe or (rewards and node.reward >= rewards[int(0.75 * (len(rewards) - 1))]
-                                   and node.outcome.ok):
-            k *= self.boost
+        if node.outcome.ok and rewards:
+            top = node.reward >= rewards[int(0.75 * (len(rewards) - 1))]
+            upper_half = node.reward >= rewards[int(0.5 * (len(rewards) - 1))]
+            if top or (node.outcome.severe and upper_half):
+                k *= self.boost
         return max(1, math.ceil(k * node.visits ** self.alpha))
 
     def uct(self, child: Node, parent: Node) -> float:

@@ -252,6 +252,18 @@ def test_a_node_whose_children_all_fail_is_pruned() -> None:
     assert len(st.nodes) == 4  # the start and three failures, then the search stops
 
 
+def test_a_dead_end_gets_no_more_children_but_its_children_are_still_searched() -> None:
+    """No gain after ``no_gain`` children closes a node: it is not expanded again, while its children (which may
+    hold the best kernel so far) are still selected and expanded."""
+    flat = lambda cfg: Outcome("correct", speedup=1.0)  # noqa: E731 - every move changes nothing
+    exp = KnobExpander(parse_knobs(SPACE))
+    st = run_search(MCTS(no_gain=4, initial=0), exp, flat, exp.start(), budget=12)
+    assert len(st.nodes) == 12 and st.stopped == "budget"
+    assert len(st.root.children) == 4 and st.root.exhausted and not st.root.dead
+    assert "no gain after 4 children" in st.root.dead_reason
+    assert any(c.children for c in st.root.children)  # the search went on below the closed root
+
+
 def test_memory_steers_the_offline_proposer_away_from_moves_that_hurt() -> None:
     st = _run(MCTS(), 30)
     stats = st.memory.move_stats()

@@ -146,7 +146,8 @@ class MCTS:
       is no reason to widen it: on matmul_fp16 most configurations carry one);
     - max backup (the best kernel found below a node is what matters, not the average);
     - dead-end pruning: a node whose ``fail_limit`` latest children all failed to compile or were
-      incorrect, or whose ``no_gain`` children all failed to beat it, is not selected again;
+      incorrect, or whose ``no_gain`` children all failed to beat it, is not expanded again; selection still
+      passes through it to its live children, and once it has none it is dead (not selected again);
     - an initial design: the root's first children are jumps across the whole space, seeded by ``seed``,
       where the proposer can sample, so the tree starts from the best of several regions instead of climbing
       from one corner (a proposer that cannot sample, such as an LLM, simply expands). The jumps go on until
@@ -281,13 +282,16 @@ class MCTS:
         return _step(self, st)
 
     def _prune(self, node: Node) -> None:
+        """Close a dead end: it gets no more children, while selection still passes through it to its children
+        that measured correct (a node whose moves barely changed anything can have a child that is the best
+        kernel so far). With none of those left, ``propose`` marks it dead."""
         kids = node.children
         recent = kids[-self.fail_limit:]
         if len(recent) >= self.fail_limit and all(not c.outcome.ok for c in recent):
-            node.dead, node.dead_reason = True, f"{self.fail_limit} failed children in a row"
+            node.exhausted, node.dead_reason = True, f"{self.fail_limit} failed children in a row"
         elif len(kids) >= self.no_gain and node.outcome.ok \
                 and all(c.reward <= node.reward + self.gain_eps for c in kids):
-            node.dead, node.dead_reason = True, f"no gain after {len(kids)} children"
+            node.exhausted, node.dead_reason = True, f"no gain after {len(kids)} children"
 
     def _backprop(self, leaf: Node) -> None:
         r = leaf.reward

@@ -20,15 +20,21 @@ def is_toolkit_header(path: str) -> bool:
     return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
 
 
-def hottest_line(k: KernelProfile, *counters: str) -> str | None:
-    """The source line with the most of these per-line counters (summed), as ``file:line  `code```;
-    lines of the user's files win over toolkit headers whenever one of them has any."""
+def hottest_source(k: KernelProfile, *counters: str) -> Any:
+    """The source line (``SourceLine``) with the most of these per-line counters (summed), or None when no line
+    has any; lines of the user's files win over toolkit headers whenever one of them has any."""
     def score(s: object) -> float:
         return sum(s.counters.get(c, 0.0) for c in counters)  # type: ignore[attr-defined]
 
     own = [s for s in k.source_lines if not is_toolkit_header(s.file) and score(s) > 0]
     best = max(own or k.source_lines, key=score, default=None)
-    if best is None or score(best) <= 0:
+    return best if best is not None and score(best) > 0 else None
+
+
+def hottest_line(k: KernelProfile, *counters: str) -> str | None:
+    """``hottest_source`` as ``file:line  `code```."""
+    best = hottest_source(k, *counters)
+    if best is None:
         return None
     return f"{best.file}:{best.line}" + (f"  `{best.code}`" if best.code else "")
 
@@ -164,6 +170,12 @@ def _bank_conflicts(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str,
 # ---------------------------------------------------------------------------------------- local memory
 LOCAL = ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum")
 GLOBAL = ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+# per-line counters that place local traffic, most direct first: Nsight Compute's sectors per line, the CUPTI
+# collector's local-memory instructions per line, then where warps waited on memory (PC sampling)
+LOCAL_BY_LINE = (("memory_l2_theoretical_sectors_local", "sectors", "the line that moves the most local memory"),
+                 ("inst_executed_op_local", "warp instructions", "the line with the most local-memory instructions"),
+                 ("smsp__pcsamp_warps_issue_stalled_long_scoreboard", "samples",
+                  "the line most stalled on memory (long scoreboard)"))
 
 
 @rule("memory.local-memory-traffic", family="memory", scope="ncu",
@@ -195,13 +207,20 @@ def _local(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) ->
                      f"{ptx.spill_loads_bytes or 0} B of spill loads per thread at {ptx.registers} registers")
         elif ptx.stack_bytes:
             spill = f"; ptxas reports a {ptx.stack_bytes} B stack frame (a per-thread array in local memory)"
-    line = hottest_line(k, "memory_l1_tag_requests_local", "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
+    line, how = None, ""
+    for counter, unit, what in LOCAL_BY_LINE:  # the line that moves the most local memory, else the most stalled
+        line = hottest_line(k, counter)
+        if line is not None:
+            ev.append(Evidence(metric=counter, value=hottest_source(k, counter).counters[counter], unit=unit,
+                               source="ncu", kernel=k.name, line=line))
+            how = what
+            break
     yield Finding(
         rule="memory.local-memory-traffic", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),
         severity="high" if pct >= th["high_pct"] else "warning", title="Local-memory traffic (spills/stack)",
         diagnosis=(f"{k.name}: {pct:.0f}% of the L1 sectors it moves are local memory ({local:,.0f} sectors){spill}. "
                    "Local memory is per-thread storage in DRAM behind L1: every access costs global latency"
-                   + (f"; the most stalled line is {line}" if line else "") + "."),
+                   + (f"; {how} is {line}" if line else "") + "."),
         evidence=ev,
         fixes=[Fix(action="Stop the spills: relax the register cap (__launch_bounds__ min-blocks, -maxrregcount) "
                           "so ptxas keeps the values in registers.", expected_effect="local traffic disappears"),

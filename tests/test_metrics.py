@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.heuristics import run_rules
 from kernelscope.models import CompileResult, KernelResources, SassResult
 from kernelscope.tools.classify import MIN_DURATION_NS, classify
 from kernelscope.tools.metrics import OCCUPANCY_LIMITS, collected_profile, load_collected, source_counters
@@ -147,6 +148,29 @@ def test_the_planted_answers_hold_from_the_collector_alone(case: str) -> None:
                                totals=_collector_totals(got, light))
     line = _assert_planted_answer(case, diags)
     assert line is None or "`" in line  # with the line's code, from the compiled source
+
+
+def test_local_memory_traffic_is_placed_by_the_lines_local_counters() -> None:
+    """Case 03's spills are placed by the per-line local-memory measurement, not by stall samples: Nsight Compute's
+    local sectors per line from its report, the collector's local-memory instructions per line from its run; both
+    name the planted line, and the finding shows the value. Without either, the most memory-stalled line."""
+    case = "03-register-spills"
+    planted = next(i for i, ln in enumerate((PLANTED / case / "planted.cu").read_text().splitlines(), 1)
+                   if "// PLANTED" in ln)
+    report = load_profile(FIX / "planted" / case / "deep.ncu-rep")
+    ncu = next(k for k in report.kernels if k.name.startswith("spilling"))
+    got = _collected(case)
+    collected = next(k for k in collected_profile(got, _resources(case)).kernels if k.name.startswith("spilling"))
+    for k, metric in ((ncu, "memory_l2_theoretical_sectors_local"), (collected, "inst_executed_op_local")):
+        f = next(f for f in run_rules("ncu", k) if f.rule == "memory.local-memory-traffic")
+        assert f.line and f.line.split("  ")[0].endswith(f"planted.cu:{planted}"), f.line
+        ev = next(e for e in f.evidence if e.metric == metric)
+        assert ev.line == f.line and ev.value > 0 and "the line " in f.diagnosis
+        for s in k.source_lines:  # with the local counters gone, the long-scoreboard samples place it
+            s.counters.pop(metric, None)
+        f = next(f for f in run_rules("ncu", k) if f.rule == "memory.local-memory-traffic")
+        assert f.evidence[-1].metric == "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+        assert "most stalled on memory" in f.diagnosis
 
 
 def test_source_counters_sum_by_line_with_ncus_names_and_excess() -> None:

@@ -177,13 +177,14 @@ for i, (key, path) in enumerate(todo["configs"]):
 """
 
 
-def _prebuild(path: str) -> str | None:
-    """Compile one configuration's kernels into the NVRTC cache (a worker process; no GPU needed)."""
+def _prebuild(path: str, arch: str) -> str | None:
+    """Compile one configuration's kernels for ``arch`` (``sm_90``) into the NVRTC cache (a worker process; no GPU
+    needed)."""
     from kernelscope.fast import nvrtc_cubin
 
     try:
         for k in _module(Path(path), f"pre_{Path(path).stem}").KERNELS:
-            nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for("sm_90")))
+            nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for(arch)))
     except Exception as e:
         return f"{Path(path).stem}: {type(e).__name__}"
     return None
@@ -208,6 +209,8 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
     from _common import use_private_store
 
     use_private_store()
+    import torch
+
     from kernelscope.config import get_settings
     from kernelscope.sandbox.gpu import gpu_pool
     from kernelscope.tools.metrics import DeepRequest, collected_profile, run_collector
@@ -215,6 +218,7 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
     from kernelscope.tools.run import job_env
 
     s = get_settings()
+    arch = "sm_{}{}".format(*torch.cuda.get_device_capability())
     data: dict[str, Any] = {"device": device_line(), "command": " ".join(sys.argv), "problems": {}}
     if out.is_file():
         data["problems"] = json.loads(out.read_text()).get("problems", {})
@@ -240,7 +244,7 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
             env = job_env(ws, s.home, lease)
             os.environ["KERNELSCOPE_NVRTC_CACHE"] = env["KERNELSCOPE_NVRTC_CACHE"]
             with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 1)) as pool:
-                failed = [f for f in pool.map(_prebuild, [p for _, p in configs]) if f]
+                failed = [f for f in pool.map(_prebuild, [p for _, p in configs], [arch] * len(configs)) if f]
             t_build = time.monotonic() - t0
             (ws / "todo.json").write_text(json.dumps({"reference": str(PROBLEMS / problem / "reference.py"),
                                                       "configs": configs}))

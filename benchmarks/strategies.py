@@ -205,6 +205,7 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
     kept per configuration is its diagnosis: class and ranked findings."""
     import os
     from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
     from _common import use_private_store
 
@@ -243,7 +244,8 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
         with gpu_pool().lease() as lease:
             env = job_env(ws, s.home, lease)
             os.environ["KERNELSCOPE_NVRTC_CACHE"] = env["KERNELSCOPE_NVRTC_CACHE"]
-            with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 1)) as pool:
+            # spawned, not forked: this process has initialised CUDA (the device's arch)
+            with ProcessPoolExecutor(max(1, (os.cpu_count() or 2) - 1), mp_context=get_context("spawn")) as pool:
                 failed = [f for f in pool.map(_prebuild, [p for _, p in configs], [arch] * len(configs)) if f]
             t_build = time.monotonic() - t0
             (ws / "todo.json").write_text(json.dumps({"reference": str(PROBLEMS / problem / "reference.py"),

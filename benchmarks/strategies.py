@@ -27,6 +27,7 @@ Three steps, because a fair comparison needs many seeds and a GPU evaluation cos
    believes best. Kernel Tuner runs in its simulation mode on a cache file written from the same draws.
 
        python benchmarks/strategies.py [--data benchmarks/data/spaces-h100.json] [--seeds 100] [--parallel 1,2,4]
+       python benchmarks/strategies.py --first-seed 300 --seeds 200 --spaces softmax   # held-out seeds, one space
 
    ``--parallel`` adds rows for the agent's strategies with several evaluations in flight (``mcts p=4``:
    four at a time, as on four GPUs), simulated as workers of equal speed so that a replay is reproducible
@@ -387,10 +388,14 @@ def run_kernel_tuner(space: Space, strategy: str, seed: int, budget: int,
 
 
 def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int, ...] = (1,),
-           findings: Path | None = FINDINGS) -> None:
+           findings: Path | None = FINDINGS, first_seed: int = 0, only: list[str] | None = None) -> None:
     data = json.loads(data_path.read_text())
     print(f"# strategies on measured spaces ({data['device']}); replay {device_line()}\n")
-    spaces = [Space(n, r) for n, r in data["problems"].items()]
+    unknown = set(only or ()) - set(data["problems"])
+    if unknown:
+        raise SystemExit(f"no space {', '.join(sorted(unknown))} in {data_path.name}; it has "
+                         f"{', '.join(data['problems'])}")
+    spaces = [Space(n, r) for n, r in data["problems"].items() if not only or n in only]
     profiled: dict[str, dict[str, Any]] = {}
     if findings is not None and findings.is_file():
         prof = json.loads(findings.read_text())
@@ -416,7 +421,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
         rows = []
         for strat in strategies:
             curves, hits, errors = [], [], []
-            for seed in range(seeds):
+            for seed in range(first_seed, first_seed + seeds):
                 observed = space.draw(seed)
                 try:
                     order = (run_kernel_tuner(space, strat[3:], seed, budget, observed, tmp) if strat.startswith("kt:")
@@ -449,7 +454,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
         worst = max(p[1] for p in per)
         rows.append([strat, *(f"{m * 100:.1f}%" for m in means),
                      f"{worst * 100:.0f}%" if worst != math.inf else "not reached"])
-    print(f"## all {len(spaces)} spaces ({seeds} seeds each)\n")
+    print(f"## all {len(spaces)} spaces (seeds {first_seed}-{first_seed + seeds - 1})\n")
     print(table(["strategy", "mean @10", "mean @25", "mean @50", "worst median evals to 95% (share of space)"], rows))
 
 
@@ -478,6 +483,8 @@ def main() -> int:
     for q in (p, r):
         q.add_argument("--data", type=Path, default=DATA)
         q.add_argument("--seeds", type=int, default=100)
+        q.add_argument("--first-seed", type=int, default=0, help="seeds first_seed .. first_seed + seeds - 1")
+        q.add_argument("--spaces", nargs="*", default=None, help="only these spaces (default: all)")
         q.add_argument("--no-kernel-tuner", action="store_true")
         q.add_argument("--parallel", type=_parallel, default=(1,), metavar="N[,N...]",
                        help="evaluations in flight for our strategies, one row each (default 1)")
@@ -493,7 +500,8 @@ def main() -> int:
     if not args.data.is_file():
         print(f"{args.data} not found: measure it first on a GPU (python benchmarks/strategies.py measure)")
         return 2
-    replay(args.data, args.seeds, not args.no_kernel_tuner, args.parallel, None if args.no_profiles else args.findings)
+    replay(args.data, args.seeds, not args.no_kernel_tuner, args.parallel, None if args.no_profiles else args.findings,
+           args.first_seed, args.spaces)
     return 0
 
 

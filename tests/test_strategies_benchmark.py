@@ -91,14 +91,12 @@ def test_profiles_reach_the_start_and_each_new_best_only(bench: ModuleType, tabl
     assert not any(out.bottleneck or out.findings for _, out in seen)
 
 
-def test_replay_prints_rows_with_and_without_profiles(bench: ModuleType, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    data = json.loads(bench.DATA.read_text())
-    data["problems"] = {"row_sum": data["problems"]["row_sum"]}
-    small = tmp_path / "spaces.json"
-    small.write_text(json.dumps(data))
-    bench.replay(small, 2, kernel_tuner=False)
+def test_replay_prints_rows_with_and_without_profiles(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    bench.replay(bench.DATA, 2, kernel_tuner=False, first_seed=5, only=["row_sum"])
     out = capsys.readouterr().out
     assert "Profiles: every configuration's analyze diagnosis" in out
+    assert "## row_sum" in out and "## softmax" not in out and "(seeds 5-6)" in out
     for row in ("| mcts ", "| greedy ", "| mcts, no profiles ", "| greedy, no profiles "):
         assert row in out
+    with pytest.raises(SystemExit, match="no space nope"):
+        bench.replay(bench.DATA, 1, kernel_tuner=False, only=["nope"])

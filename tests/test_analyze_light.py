@@ -142,3 +142,15 @@ def test_light_ncu_never_starts_the_collector(monkeypatch: pytest.MonkeyPatch, p
     res = analyze(AnalyzeRequest(artifact_id=program, light="ncu"))
     assert res.status == "ok" and res.stages[1].tool == "ncu" and dev.collector_runs == 0
     assert [name for name, _ in dev.captures] == ["stage1", "stage2"]
+
+
+def test_trace_always_runs_the_trace_once_when_the_collector_falls_back(monkeypatch: pytest.MonkeyPatch,
+                                                                       program: str) -> None:
+    """trace='always' traces before the collector's run; when that run measures nothing, Nsight Compute's stages
+    reuse the trace rather than tracing the program again."""
+    dev = Device(monkeypatch, Collected(errors=["cuptiProfilerInitialize: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"]))
+    res = analyze(AnalyzeRequest(artifact_id=program, trace="always"))
+    assert res.status == "ok" and [name for name, _ in dev.captures] == ["stage1", "stage2"]
+    assert [(s.name, s.tool) for s in res.stages] == [("trace", "cupti"), ("light", "ncu"), ("deep", "ncu"),
+                                                      ("rules", None)]
+    assert res.system is not None and res.system.launches == 257

@@ -873,10 +873,9 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                     return AnalyzeResult(status="cancelled", explanation="Cancelled.", mode=req.mode, stages=stages,
                                          notes=notes)
                 _ncu_binary()
-                if can_trace and traced is None:
-                    trace_first = True
+                trace_first = can_trace  # a program under Nsight Compute: the trace first, unless it ran already
             # ---- stage 0: the timeline (CUPTI): launches per kernel, their real durations, host overhead
-            if trace_first:
+            if trace_first and traced is None:
                 note("trace stage: the timeline of every launch (CUPTI)")
                 st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
                 stages.append(st)

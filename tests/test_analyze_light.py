@@ -154,3 +154,21 @@ def test_trace_always_runs_the_trace_once_when_the_collector_falls_back(monkeypa
     assert [(s.name, s.tool) for s in res.stages] == [("trace", "cupti"), ("light", "ncu"), ("deep", "ncu"),
                                                       ("rules", None)]
     assert res.system is not None and res.system.launches == 257
+
+
+@pytest.mark.parametrize(("mode", "kid", "count"), [("program", "::regex:^(a|b\\+)$:1", None),
+                                                    ("eval", "::regex:^(a|b\\+)$:", 16)])
+def test_nsight_computes_deep_capture_picks_the_launches_by_mode(monkeypatch: pytest.MonkeyPatch, mode: str,
+                                                                 kid: str, count: int | None) -> None:
+    """A program: the first launch of each kernel; eval: their launches in the profiled forward call (8 each)."""
+    seen: dict[str, Any] = {}
+
+    def run_capture(_prep: Any, opts: Any, **k: Any) -> tuple[NcuCapture, None]:
+        seen.update(kid=k["kernel_id"], count=opts.launch_count, sections=opts.sections, source=opts.import_source)
+        return NcuCapture(name=k["name"], wall_s=0.0), None
+
+    monkeypatch.setattr(profiling, "run_capture", run_capture)
+    req = AnalyzeRequest(artifact_id="x") if mode == "program" else AnalyzeRequest(reference="r.py", candidate="c.py")
+    assert req.mode == mode
+    profiling._ncu_deep_capture(None, Path("."), None, None, req, ["a", "b+"], ["WarpStateStats"], [], None)  # type: ignore[arg-type]
+    assert seen == {"kid": kid, "count": count, "sections": ["WarpStateStats"], "source": True}

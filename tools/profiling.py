@@ -764,6 +764,20 @@ def _rules_stage(result: AnalyzeResult, req: AnalyzeRequest, p1: Profile, p2: Pr
     return result
 
 
+def _ncu_deep_capture(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, kernels: list[str],
+                      sections: list[str], metrics: list[str],
+                      cancel: threading.Event | None) -> tuple[NcuCapture, Path | None]:
+    """Nsight Compute's deep capture, with these sections and rule metrics, of the first launch of each of these
+    kernels (a program) or of their launches in the one profiled forward call (eval); (capture, report)."""
+    opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control, import_source=True)
+    names = "|".join(re.escape(n) for n in kernels)
+    kid = f"::regex:^({names})$:1" if req.mode == "program" else f"::regex:^({names})$:"
+    if req.mode == "eval":
+        opts.launch_count = max(len(kernels), 1) * 8
+    return run_capture(prep, opts, ws=ws, lease=lease, s=s, name="stage2", timeout_s=req.timeout_s, cancel=cancel,
+                       kernel_id=kid)
+
+
 CUPTI_DEEP_SECTIONS = ["rule metrics of every family", "WarpStateStats (stall reasons)",
                        "SourceCounters (PC sampling, SASS metrics)"]
 
@@ -807,11 +821,7 @@ def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, l
         note(f"stage 2: {', '.join(sections)} for {len(missing)} kernel(s) under Nsight Compute")
         _ncu_binary()
         t0 = time.monotonic()
-        names = "|".join(re.escape(n) for n in missing)
-        deep_opts = NcuOptions(sections=sections, metrics=ncu_metrics,
-                               clock_control=req.clock_control, import_source=True)
-        cap2, rep2 = run_capture(prep, deep_opts, ws=ws, lease=lease, s=s, name="stage2", timeout_s=req.timeout_s,
-                                 cancel=cancel, kernel_id=f"::regex:^({names})$:1")
+        cap2, rep2 = _ncu_deep_capture(prep, ws, lease, s, req, missing, sections, ncu_metrics, cancel)
         if rep2 is not None:
             p2 = load_profile(rep2)
             result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
@@ -928,16 +938,8 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
             sections, families, metrics = stage2_plan(sorted(set(classes.values())))
             note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
             t0 = time.monotonic()
-            deep_opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control,
-                                   import_source=True)
-            names = "|".join(re.escape(n) for n, _ in top)
-            # program: the first launch of each top kernel; eval: the launches of the top kernels in
-            # the one profiled forward call
-            kid = f"::regex:^({names})$:1" if req.mode == "program" else f"::regex:^({names})$:"
-            if req.mode == "eval":
-                deep_opts.launch_count = max(len(top), 1) * 8
-            cap2, rep2 = run_capture(prep, deep_opts, ws=ws.path, lease=lease, s=s, name="stage2",
-                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
+            cap2, rep2 = _ncu_deep_capture(prep, ws.path, lease, s, req, [n for n, _ in top], sections, metrics,
+                                           cancel)
         p2 = None
         if rep2 is not None:
             p2 = load_profile(rep2)

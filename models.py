@@ -441,6 +441,11 @@ class SourceLineCounters(BaseModel):
     code: str | None = Field(None, description="The source line's text, when the report imported the source.")
     counters: dict[str, float] = Field(default_factory=dict, description="Per-line sums of ncu's per-PC metrics.")
 
+    @property
+    def label(self) -> str:
+        """The line as findings name it: ``file:line  `code```."""
+        return f"{self.file}:{self.line}" + (f"  `{self.code}`" if self.code else "")
+
 
 class KernelProfile(BaseModel):
     id: int = Field(description="The launch's position in the report.")

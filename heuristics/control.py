@@ -24,7 +24,7 @@ def _least_efficient_line(k: KernelProfile) -> str | None:
     best = max(k.source_lines, key=waste, default=None)
     if best is None or waste(best) <= 0:
         return hottest_line(k, "smsp__pcsamp_warps_issue_stalled_branch_resolving")
-    return f"{best.file}:{best.line}" + (f"  `{best.code}`" if best.code else "")
+    return best.label
 
 
 @rule("control.warp-divergence", family="control", scope="ncu",

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kernelscope.heuristics.registry import rule
-from kernelscope.models import Evidence, Finding, Fix, KernelProfile
+from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
@@ -20,9 +20,9 @@ def is_toolkit_header(path: str) -> bool:
     return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
 
 
-def hottest_source(k: KernelProfile, *counters: str) -> Any:
-    """The source line (``SourceLine``) with the most of these per-line counters (summed), or None when no line
-    has any; lines of the user's files win over toolkit headers whenever one of them has any."""
+def hottest_source(k: KernelProfile, *counters: str) -> SourceLineCounters | None:
+    """The source line with the most of these per-line counters (summed), or None when no line has any; lines
+    of the user's files win over toolkit headers whenever one of them has any."""
     def score(s: object) -> float:
         return sum(s.counters.get(c, 0.0) for c in counters)  # type: ignore[attr-defined]
 
@@ -32,11 +32,9 @@ def hottest_source(k: KernelProfile, *counters: str) -> Any:
 
 
 def hottest_line(k: KernelProfile, *counters: str) -> str | None:
-    """``hottest_source`` as ``file:line  `code```."""
+    """``hottest_source``'s label (``file:line  `code```)."""
     best = hottest_source(k, *counters)
-    if best is None:
-        return None
-    return f"{best.file}:{best.line}" + (f"  `{best.code}`" if best.code else "")
+    return best.label if best is not None else None
 
 
 def share(part: float | None, whole: float | None) -> float | None:
@@ -209,11 +207,11 @@ def _local(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) ->
             spill = f"; ptxas reports a {ptx.stack_bytes} B stack frame (a per-thread array in local memory)"
     line, how = None, ""
     for counter, unit, what in LOCAL_BY_LINE:  # the line that moves the most local memory, else the most stalled
-        line = hottest_line(k, counter)
-        if line is not None:
-            ev.append(Evidence(metric=counter, value=hottest_source(k, counter).counters[counter], unit=unit,
-                               source="ncu", kernel=k.name, line=line))
-            how = what
+        hot = hottest_source(k, counter)
+        if hot is not None:
+            line, how = hot.label, what
+            ev.append(Evidence(metric=counter, value=hot.counters[counter], unit=unit, source="ncu", kernel=k.name,
+                               line=line))
             break
     yield Finding(
         rule="memory.local-memory-traffic", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),

@@ -381,7 +381,7 @@ def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | 
             id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
             block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,
             findings=found, top_stalls=dict(list(k.stall_reasons.items())[:4]),
-            hot_lines=[f"{s.file}:{s.line}" + (f"  `{s.code}`" if s.code else "") for s in k.source_lines[:3]],
+            hot_lines=[s.label for s in k.source_lines[:3]],
             ncu_rule_titles=[r.title for r in k.ncu_rules if r.title and r.type in ("warning", "optimization")]))
     return out
 

@@ -320,15 +320,16 @@ class CudaKernel:
             kernel(grid_t, block_t, self._convert(args), shared_mem=shared_mem)
 
 
-def prebuild(device_arch: str) -> tuple[list[Path], list[str]]:
-    """Compile every kernel this process has declared for a device of ``device_arch`` (``sm_90``), with
-    no GPU: the cubins land in the cache where the evaluation on the GPU finds them. Returns the cubins
-    and one line per kernel that failed (the evaluation then reports that failure itself)."""
+def prebuild(device_arch: str, kernels: Sequence[CudaKernel] | None = None) -> tuple[list[Path], list[str]]:
+    """Compile ``kernels`` (by default every kernel this process has declared) for a device of ``device_arch``
+    (``sm_90``), with no GPU: the cubins land in the cache where the evaluation on the GPU finds them. Returns
+    the cubins and one line per kernel that failed (the evaluation then reports that failure itself)."""
     device_arch = _normalize_arch(device_arch)
     built: list[Path] = []
     failed: list[str] = []
-    with _lock:
-        kernels = list(_created)
+    if kernels is None:
+        with _lock:
+            kernels = list(_created)
     for k in kernels:
         try:
             built.append(nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for(device_arch))))

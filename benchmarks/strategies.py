@@ -180,15 +180,14 @@ for i, (key, path) in enumerate(todo["configs"]):
 
 def _prebuild(path: str, arch: str) -> str | None:
     """Compile one configuration's kernels for ``arch`` (``sm_90``) into the NVRTC cache (a worker process; no GPU
-    needed)."""
-    from kernelscope.fast import nvrtc_cubin
+    needed); what failed, or None."""
+    from kernelscope.fast import prebuild
 
     try:
-        for k in _module(Path(path), f"pre_{Path(path).stem}").KERNELS:
-            nvrtc_cubin(k.source, k.name, k.nvrtc_options(k.target_for(arch)))
-    except Exception as e:
+        failed = prebuild(arch, _module(Path(path), f"pre_{Path(path).stem}").KERNELS)[1]
+    except Exception as e:  # refused at import (an invalid configuration by construction)
         return f"{Path(path).stem}: {type(e).__name__}"
-    return None
+    return "; ".join(failed) or None
 
 
 def trim_diagnosis(d: Any) -> dict[str, Any]:

@@ -172,6 +172,15 @@ def outcome_from_run(result: dict[str, Any] | None, error: str | None, *, energy
                    note=f"verdict {verdict}")
 
 
+NEW_BEST_GAIN = 1.02  # a candidate is profiled when it beats the best speedup so far by more than this factor
+
+
+def worth_profiling(out: Outcome, best_speedup: float, start: bool) -> bool:
+    """Whether an evaluation gets an `analyze` profile (its findings then steer the expansions below it): a
+    correct one that is the start, or that beats the best speedup so far by more than 2%."""
+    return out.ok and (start or (out.speedup or 0.0) > best_speedup * NEW_BEST_GAIN)
+
+
 def top_kernel(result: dict[str, Any]) -> dict[str, Any] | None:
     """The costliest kernel of an `analyze` answer (all its profiled launches), or None."""
     kernels = result.get("kernels") or []
@@ -415,7 +424,7 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
 
         async def with_profile(key: str, source: str, out: Outcome, label: str) -> Outcome:
             """Profile the start and each new best; their findings steer the expansions below them."""
-            promising = out.ok and (label == "start" or (out.speedup or 0.0) > best["speedup"] * 1.02)
+            promising = worth_profiling(out, best["speedup"], label == "start")
             if out.ok:
                 best["speedup"] = max(best["speedup"], out.speedup or 0.0)
             if not promising:

@@ -64,7 +64,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROBLEMS, device_line, table
 
-from kernelscope.agent.optimize import OptimizeConfig, findings_of
+from kernelscope.agent.optimize import OptimizeConfig, findings_of, worth_profiling
 from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, run_search
 from kernelscope.agent.search.knobs import Knob, apply_knobs, parse_knobs
 
@@ -327,17 +327,16 @@ def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict
     candidate that beats the best so far by more than 2% are profiled, ANALYZE_MAX - 1 of them at most (the
     reference takes one), and their class and findings order the proposer's moves below them."""
     exp = KnobExpander([Knob(n, tuple(v), "cuda") for n, v in space.knobs.items()])
-    best = {"speedup": 0.0, "profiles": 0}
+    best = {"speedup": 0.0, "evaluated": 0, "profiles": 0}
 
     def evaluate(cfg: dict[str, str]) -> Outcome:
         k = key(cfg, space.names)
         o = observed[k]
         out = Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
-        if o is None or profiles is None:
-            return out
-        promising = best["profiles"] == 0 or o > best["speedup"] * 1.02
-        best["speedup"] = max(best["speedup"], o)
-        if promising and best["profiles"] < ANALYZE_MAX - 1 and k in profiles:
+        promising = worth_profiling(out, best["speedup"], best["evaluated"] == 0)
+        best["evaluated"] += 1
+        best["speedup"] = max(best["speedup"], o or 0.0)
+        if profiles is not None and promising and best["profiles"] < ANALYZE_MAX - 1 and k in profiles:
             best["profiles"] += 1
             out.bottleneck, out.findings, out.severe, _ = findings_of({"status": "ok", "kernels": [profiles[k]]})
         return out

@@ -553,27 +553,31 @@ bool read_launch(CUpti_CallbackId cbid, const void* params, Launch* l) {
     }
 }
 
+ConfigKey config_key(const char* mangled, const Launch& l) {  // the kernel and its launch configuration
+    return std::make_tuple(std::string(mangled), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                           l.dyn_smem);
+}
+
+// Whether the mangled or demangled name contains one of these substrings.
+bool contains_any(const char* mangled, const std::vector<std::string>& subs) {
+    std::string dem = demangle(mangled);
+    for (const auto& f : subs)
+        if (std::strstr(mangled, f.c_str()) != nullptr || dem.find(f) != std::string::npos) return true;
+    return false;
+}
+
 void count(const char* mangled, const Launch& l) {  // caller holds g_mu
-    ConfigKey key = std::make_tuple(std::string(mangled), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                                    l.block[2], l.dyn_smem);
+    ConfigKey key = config_key(mangled, l);
     auto it = g_counts.find(key);
     if (it != g_counts.end()) it->second++;
     else if (g_counts.size() < MAX_COUNTED) g_counts.emplace(key, 1);
 }
 
 bool wanted(const char* mangled, const Launch& l) {
-    if (!g_kernel_filters.empty()) {
-        std::string dem = demangle(mangled);
-        bool hit = false;
-        for (const auto& f : g_kernel_filters)
-            if (std::strstr(mangled, f.c_str()) != nullptr || dem.find(f) != std::string::npos) hit = true;
-        if (!hit) return false;
-    }
+    if (!g_kernel_filters.empty() && !contains_any(mangled, g_kernel_filters)) return false;
     if (g_filter == "all") return true;
-    auto key = g_filter == "per-kernel"
-                   ? std::make_tuple(std::string(mangled), 0u, 0u, 0u, 0u, 0u, 0u, 0u)
-                   : std::make_tuple(std::string(mangled), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                                     l.block[2], l.dyn_smem);
+    auto key = g_filter == "per-kernel" ? std::make_tuple(std::string(mangled), 0u, 0u, 0u, 0u, 0u, 0u, 0u)
+                                        : config_key(mangled, l);
     return g_seen.insert(key).second;
 }
 
@@ -1082,12 +1086,8 @@ void finish(const CUpti_CallbackData* info, const Launch& l) {  // caller holds 
     g_profiled++;
 }
 
-bool matches(const char* mangled, const std::vector<std::string>& subs) {
-    if (subs.empty()) return false;
-    std::string dem = demangle(mangled);
-    for (const auto& f : subs)
-        if (f == "*" || std::strstr(mangled, f.c_str()) != nullptr || dem.find(f) != std::string::npos) return true;
-    return false;
+bool matches(const char* mangled, const std::vector<std::string>& subs) {  // contains_any, or "*": every kernel
+    return std::find(subs.begin(), subs.end(), "*") != subs.end() || contains_any(mangled, subs);
 }
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {

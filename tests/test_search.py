@@ -72,6 +72,9 @@ def test_neighbours_and_the_class_prior() -> None:
     assert knob_order(ks, "memory-bound")[0] == "VEC"
     assert knob_order(ks, "occupancy-limited")[0] == "BLOCK"
     assert knob_order(ks, None, ["memory.non-vectorized-access"])[0] == "VEC"
+    # at the DRAM roof the memory-bound class names knobs that cannot help: the declared order, findings or not
+    roof = ["memory.dram-saturated", "memory.non-vectorized-access"]
+    assert knob_order(ks, "memory-bound", roof) == [k.name for k in ks] == ["BLOCK", "VEC"]
 
 
 def test_rewards_are_log_scaled_and_failures_rank_below_every_success() -> None:

@@ -29,6 +29,7 @@ from kernelscope.agent.search import (
 )
 from kernelscope.agent.search.knobs import knob_order
 from kernelscope.agent.search.strategies import Pending, SearchState
+from kernelscope.agent.search.tree import Node
 
 CUDA = """\
 // @knob BLOCK 64 128 256 512 1024
@@ -175,15 +176,33 @@ def test_asymmetric_branching_widens_top_nodes_and_severe_ones_in_the_upper_half
     assert m.allowed_children(nodes[8], st) == plain  # severe, but in the lower half
 
 
+def _assert_design_order(st: SearchState, initial: int) -> list[Node]:
+    """The jumps of ``st``'s initial design (returned): every evaluation is a jump until ``initial`` of them
+    measured correct; after that, a jump only ever follows a refinement (coverage alternates with the tree)."""
+    jumps, ok = [], 0
+    for prev, n in zip(st.nodes, st.nodes[1:], strict=False):
+        jump = n.change.startswith("random ")
+        if ok < initial:
+            assert jump, f"evaluation {n.id} is a refinement before {initial} jumps measured correct"
+        elif jump:
+            assert not prev.change.startswith("random "), f"jump {n.id} follows jump {prev.id} after the quota"
+        if jump:
+            jumps.append(n)
+            ok += n.outcome.ok
+    return jumps
+
+
 def test_the_initial_design_jumps_across_the_space_then_refines() -> None:
     """The root's first children are seeded random jumps (reproducible per seed, different across
-    seeds); later children are one-knob moves from the best regions."""
+    seeds); once four measured correct, the jumps that complete the coverage alternate with one-knob moves from
+    the best regions."""
     a, b, c = (_run(MCTS(seed=s), 20) for s in (1, 1, 2))
-    jumps = [n for n in a.nodes if n.change.startswith("random ")]
-    assert len(jumps) >= 5 and jumps == a.nodes[1:len(jumps) + 1]  # BLOCK has six values: five jumps at least
+    jumps = _assert_design_order(a, 4)
+    assert len(jumps) >= 5 and jumps[:4] == a.nodes[1:5]  # BLOCK has six values: five jumps at least
+    assert a.nodes[5] not in jumps and a.nodes[5].parent is not a.root  # the best jump refined before the fifth
     first = [n.change for n in jumps]
     assert first == [n.change for n in b.root.children[:len(first)]] != [n.change for n in c.root.children[:len(first)]]
-    later = a.nodes[len(jumps) + 1:]
+    later = [n for n in a.nodes[1:] if n not in jumps]
     assert later and all(n.parent is not None and n.parent.outcome.ok for n in later)
     assert all(sum(n.payload[k] != n.parent.payload[k] for k in n.payload) == 1 for n in later)
     assert not _run(MCTS(initial=0), 10).root.children[0].change.startswith("random ")
@@ -209,12 +228,11 @@ def test_the_initial_design_counts_only_jumps_that_measured_and_covers_every_val
 
     exp = KnobExpander(parse_knobs(SPACE))
     st = run_search(MCTS(seed=0, initial=4), exp, half_fail, exp.start(), budget=30)
-    jumps = [n for n in st.root.children if n.change.startswith("random ")]
-    assert jumps == st.nodes[1:len(jumps) + 1]
+    jumps = _assert_design_order(st, 4)
+    assert jumps == [n for n in st.root.children if n.change.startswith("random ")]
     failed = [n for n in jumps if not n.outcome.ok]
     assert failed and sum(n.outcome.ok for n in jumps) >= 4 and len(jumps) <= 8  # max_jumps: twice initial
-    assert exp.covered([n.payload for n in st.nodes[:len(jumps) + 1]])
-    assert all(not n.change.startswith("random ") for n in st.nodes[len(jumps) + 1:])
+    assert exp.covered([n.payload for n in st.nodes[:jumps[-1].id + 1]])
     exp = KnobExpander(parse_knobs(SPACE))
     capped = run_search(MCTS(seed=0, initial=4, max_jumps=5), exp, lambda cfg: Outcome("compile-error")
                         if cfg != exp.start().payload else Outcome("correct", speedup=1.0), exp.start(), budget=30)
@@ -222,8 +240,9 @@ def test_the_initial_design_counts_only_jumps_that_measured_and_covers_every_val
     # one jump suffices for the count here, but BLOCK's six values need five
     exp = KnobExpander(parse_knobs(SPACE))
     one = run_search(MCTS(seed=0, initial=1, max_jumps=10), exp, synthetic, exp.start(), budget=30)
-    jumps = [n for n in one.nodes if n.change.startswith("random ")]
-    assert len(jumps) == 5 and jumps == one.nodes[1:6] and exp.covered([n.payload for n in one.nodes[:6]])
+    jumps = _assert_design_order(one, 1)
+    assert len(jumps) == 5 and [n.id for n in jumps] == [1, 3, 5, 7, 9]  # each after a refinement
+    assert exp.covered([n.payload for n in one.nodes[:10]])
     assert not any(n.change.startswith("random ") for n in _run(MCTS(initial=0), 10).nodes)
 
 

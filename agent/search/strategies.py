@@ -153,7 +153,11 @@ class MCTS:
       from one corner (a proposer that cannot sample, such as an LLM, simply expands). The jumps go on until
       ``initial`` of them measured correct (a jump that failed to build or was incorrect says nothing about
       speed, so it is not counted) and, where the proposer can tell (``covered``), every value of every knob
-      has been evaluated once; ``max_jumps`` (twice ``initial`` unless set) at most. With a proposer that has
+      has been evaluated once; ``max_jumps`` (twice ``initial`` unless set) at most. Once ``initial`` jumps
+      measured correct, the jumps that complete the coverage alternate with expansions of the tree, so the best
+      region found so far is refined without waiting for the last values to be tried (on softmax, where the
+      block size's six values take five jumps, the first refinement of the best jump came only after them). With
+      a proposer that has
       a ``design`` (the knob proposer), the jumps are spread: each knob takes the values used least so far
       (each value of a knob is tried before any is repeated, as in a Latin hypercube), the jumps differ from
       each other in as many knobs as they can, and among equally spread jumps the one made of the values that
@@ -184,6 +188,7 @@ class MCTS:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._jumps: set[str] = set()  # keys of initial-design samples in flight (not pruned on)
+        self._last_jumped = False  # whether the latest expansion begun was an initial-design jump
 
     def allowed_children(self, node: Node, st: SearchState) -> int:
         k = self.k
@@ -213,7 +218,9 @@ class MCTS:
                 cand = self._jump(st)  # the initial design: jumps across the space
                 if cand is not None:
                     self._jumps.add(cand.key)
+                    self._last_jumped = True
                     return st.begin(node, cand)
+            self._last_jumped = False
             while True:
                 live = [c for c in node.children if not c.dead and c.outcome.ok and c.id not in waiting]
                 if not node.exhausted and len(node.children) + node.pending_children < self.allowed_children(node, st):
@@ -240,8 +247,9 @@ class MCTS:
 
     def _designing(self, st: SearchState) -> bool:
         """Whether the initial design wants another jump: fewer than ``initial`` of the root's children
-        measured correct (those in flight count as if they will), or a knob value not evaluated yet, and fewer
-        than ``max_jumps`` children in all."""
+        measured correct (those in flight count as if they will), or else a knob value not evaluated yet and the
+        latest expansion begun not a jump (the coverage jumps alternate with refinements); and fewer than
+        ``max_jumps`` children in all."""
         root = st.root
         if self.initial <= 0 or root.exhausted:
             return False
@@ -251,7 +259,7 @@ class MCTS:
         if sum(c.outcome.ok for c in root.children) + root.pending_children < self.initial:
             return True
         covered = getattr(st.expander, "covered", None)
-        return covered is not None and not covered(self._taken(st))
+        return covered is not None and not self._last_jumped and not covered(self._taken(st))
 
     @staticmethod
     def _taken(st: SearchState) -> list[Any]:

@@ -41,7 +41,11 @@ Three steps, because a fair comparison needs many seeds and a GPU evaluation cos
    for them.
 
 Printed: the fraction of the exhaustive best reached after 10, 25 and 50 evaluations (median over
-seeds) and the evaluations needed to reach 95% of it, as a share of the space.
+seeds) and the evaluations needed to reach 95% of it, as a share of the space. Because that count is discrete and
+often two-humped (a strategy either lands in the best region early or climbs to it), its median alone can rank two
+strategies by luck, so each row also gives the mean and, paired on the same seeds (the same timing draws), how many
+more evaluations the strategy needed than MCTS on the mean, with a 95% bootstrap interval: an interval above zero
+means MCTS is ahead, one that contains zero a tie. A seed that never reaches 95% counts as the budget plus one.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ TOL = {"softmax": (1e-4, 1e-7), "matmul_fp16": (1e-2, 1e-2)}  # softmax: outputs
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "simulated_annealing", "greedy_ils", "mls",
                  "pso", "dual_annealing", "basinhopping", "diff_evo", "firefly_algorithm", "bayes_opt")
 CHECKPOINTS = (10, 25, 50)
+PAIRED_WITH = "mcts"  # the row every other row is compared with, seed by seed
+BOOTSTRAP = 2000  # resamples of the seeds for the paired interval
 ANALYZE_MAX = OptimizeConfig.model_fields["analyze_max"].default  # profiles per run, the reference's included
 
 
@@ -407,6 +413,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
         ours |= {f"{s}, no profiles": (s, 1, False) for s in ("mcts", "greedy")}
     strategies = list(ours) + ([f"kt:{s}" for s in KT_STRATEGIES] if kernel_tuner else [])
     summary: dict[str, list[tuple[list[float], float]]] = {s: [] for s in strategies}
+    verdicts: dict[str, list[str]] = {s: [] for s in strategies}  # per space: MCTS ahead, tie or behind
     for space in spaces:
         budget = min(space.size, max(max(CHECKPOINTS), math.ceil(space.size / 4)))
         quarter = math.ceil(space.size / 4)
@@ -417,6 +424,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
               f"(start {start or 0:.2f}x; naive.py {naive or 0:.2f}x; hand-written better.py {hand or 0:.2f}x); "
               f"a quarter of the space is {quarter} evaluations\n")
         rows = []
+        by_seed: dict[str, dict[int, float]] = {}  # evaluations to 95% per seed (the budget plus one if never)
         for strat in strategies:
             curves, hits, errors = [], [], []
             for seed in range(first_seed, first_seed + seeds):
@@ -432,17 +440,27 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
                 curves.append(c)
                 hit = next((i + 1 for i, f in enumerate(c) if f >= 0.95), None)
                 hits.append(hit if hit is not None else math.inf)
+                by_seed.setdefault(strat, {})[seed] = hit if hit is not None else budget + 1
             if not curves:
-                rows.append([strat, "error", "", "", "", "", errors[0] if errors else ""])
+                rows.append([strat, "error", "", "", "", "", "", "", errors[0] if errors else ""])
                 continue
             at = [statistics.median(c[min(n, len(c)) - 1] for c in curves) for n in CHECKPOINTS]
             med_hit = statistics.median(hits)
             within = sum(h <= quarter for h in hits) / len(hits)
             summary[strat].append((at, med_hit / space.size if med_hit != math.inf else math.inf))
+            mine = by_seed[strat]
+            mean = statistics.fmean(mine.values())
+            vs = ""
+            if strat != PAIRED_WITH and by_seed.get(PAIRED_WITH):
+                verdict = _verdict(paired_gap(by_seed[PAIRED_WITH], mine))
+                verdicts[strat].append(verdict.rsplit("] ", 1)[1])
+                vs = verdict
             rows.append([strat, *(f"{a * 100:.1f}%" for a in at),
                          f"{med_hit:.0f} ({med_hit / space.size * 100:.0f}%)" if med_hit != math.inf else "not reached",
+                         f"{'≥' if any(h > budget for h in mine.values()) else ''}{mean:.1f}", vs,
                          f"{within * 100:.0f}%", f"{len(errors)} seeds failed" if errors else ""])
-        print(table(["strategy", "@10", "@25", "@50", "evals to 95% (of space)", "seeds ≤ quarter", "note"], rows))
+        print(table(["strategy", "@10", "@25", "@50", "evals to 95%, median (of space)", "mean",
+                     "more than MCTS, mean [95% CI]", "seeds ≤ quarter", "note"], rows))
         print()
     rows = []
     for strat, per in summary.items():
@@ -450,10 +468,32 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
             continue
         means = [statistics.mean(p[0][i] for p in per) for i in range(len(CHECKPOINTS))]
         worst = max(p[1] for p in per)
+        v = verdicts[strat]
+        tally = (f"{v.count('MCTS ahead')} / {v.count('tie')} / {v.count('MCTS behind')}" if v else "")
         rows.append([strat, *(f"{m * 100:.1f}%" for m in means),
-                     f"{worst * 100:.0f}%" if worst != math.inf else "not reached"])
+                     f"{worst * 100:.0f}%" if worst != math.inf else "not reached", tally])
     print(f"## all {len(spaces)} spaces (seeds {first_seed}-{first_seed + seeds - 1})\n")
-    print(table(["strategy", "mean @10", "mean @25", "mean @50", "worst median evals to 95% (share of space)"], rows))
+    print(table(["strategy", "mean @10", "mean @25", "mean @50", "worst median evals to 95% (share of space)",
+                 "spaces MCTS ahead / tie / behind"], rows))
+
+
+def paired_gap(ours: dict[int, float], theirs: dict[int, float],
+               resamples: int = BOOTSTRAP) -> tuple[float, float, float]:
+    """How many more evaluations ``theirs`` needed than ``ours`` on the mean over the seeds both ran (evaluations to
+    95% per seed), with a 95% percentile-bootstrap interval over seeds: (mean, low, high). Deterministic."""
+    seeds = sorted(set(ours) & set(theirs))
+    if not seeds:
+        raise ValueError("no seed in common")
+    gaps = [theirs[s] - ours[s] for s in seeds]
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(gaps, k=len(gaps))) for _ in range(resamples))
+    return statistics.fmean(gaps), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def _verdict(gap: tuple[float, float, float]) -> str:
+    mean, low, high = gap
+    word = "MCTS ahead" if low > 0 else "MCTS behind" if high < 0 else "tie"
+    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}] {word}"
 
 
 def _parallel(text: str) -> tuple[int, ...]:

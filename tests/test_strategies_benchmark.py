@@ -98,5 +98,24 @@ def test_replay_prints_rows_with_and_without_profiles(bench: ModuleType, capsys:
     assert "## row_sum" in out and "## softmax" not in out and "(seeds 5-6)" in out
     for row in ("| mcts ", "| greedy ", "| mcts, no profiles ", "| greedy, no profiles "):
         assert row in out
+    assert "more than MCTS, mean [95% CI]" in out and "spaces MCTS ahead / tie / behind" in out
+    assert "+0.0 [+0.0, +0.0] tie" in out  # row_sum: every strategy's first evaluation is within 95%
     with pytest.raises(SystemExit, match="no space nope"):
         bench.replay(bench.DATA, 1, kernel_tuner=False, only=["nope"])
+
+
+def test_the_paired_gap_tells_a_lead_from_a_tie(bench: ModuleType) -> None:
+    """Rows are compared with MCTS seed by seed: a gap whose bootstrap interval is above zero is a lead for MCTS,
+    one that contains zero a tie, one below zero a lead for the other strategy; only seeds both ran are paired."""
+    mcts = {s: 5.0 + s % 3 for s in range(60)}
+    later = {s: v + 2.0 + (s % 2) for s, v in mcts.items()}
+    mean, low, high = bench.paired_gap(mcts, later)
+    assert mean == pytest.approx(2.5) and 2.0 <= low < mean < high <= 3.0
+    assert bench._verdict((mean, low, high)).endswith("MCTS ahead")
+    noisy = {s: v + (1.0 if s % 2 else -1.0) for s, v in mcts.items()}
+    assert bench._verdict(bench.paired_gap(mcts, noisy)).endswith("tie")
+    assert bench._verdict(bench.paired_gap(later, mcts)).endswith("MCTS behind")
+    assert bench.paired_gap(mcts, {0: 9.0, 99: 1.0}) == (4.0, 4.0, 4.0)  # seed 0 only
+    assert bench.paired_gap(mcts, later) == bench.paired_gap(mcts, later)  # deterministic
+    with pytest.raises(ValueError, match="no seed in common"):
+        bench.paired_gap(mcts, {999: 1.0})

@@ -188,7 +188,7 @@ class MCTS:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._jumps: set[str] = set()  # keys of initial-design samples in flight (not pruned on)
-        self._last_jumped = False  # whether the latest expansion begun was an initial-design jump
+        self._last_jumped = False  # whether the latest proposal was an initial-design jump
 
     def allowed_children(self, node: Node, st: SearchState) -> int:
         k = self.k
@@ -248,7 +248,7 @@ class MCTS:
     def _designing(self, st: SearchState) -> bool:
         """Whether the initial design wants another jump: fewer than ``initial`` of the root's children
         measured correct (those in flight count as if they will), or else a knob value not evaluated yet and the
-        latest expansion begun not a jump (the coverage jumps alternate with refinements); and fewer than
+        latest proposal not a jump (the coverage jumps alternate with refinements); and fewer than
         ``max_jumps`` children in all."""
         root = st.root
         if self.initial <= 0 or root.exhausted:

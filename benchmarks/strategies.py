@@ -426,7 +426,7 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
         rows = []
         by_seed: dict[str, dict[int, float]] = {}  # evaluations to 95% per seed (the budget plus one if never)
         for strat in strategies:
-            curves, hits, errors = [], [], []
+            curves, errors = [], []
             for seed in range(first_seed, first_seed + seeds):
                 observed = space.draw(seed)
                 try:
@@ -439,25 +439,25 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
                 c = space.reached(order, observed, budget)
                 curves.append(c)
                 hit = next((i + 1 for i, f in enumerate(c) if f >= 0.95), None)
-                hits.append(hit if hit is not None else math.inf)
                 by_seed.setdefault(strat, {})[seed] = hit if hit is not None else budget + 1
             if not curves:
                 rows.append([strat, "error", "", "", "", "", "", "", errors[0] if errors else ""])
                 continue
             at = [statistics.median(c[min(n, len(c)) - 1] for c in curves) for n in CHECKPOINTS]
+            mine = by_seed[strat]
+            hits = [h if h <= budget else math.inf for h in mine.values()]
             med_hit = statistics.median(hits)
             within = sum(h <= quarter for h in hits) / len(hits)
             summary[strat].append((at, med_hit / space.size if med_hit != math.inf else math.inf))
-            mine = by_seed[strat]
             mean = statistics.fmean(mine.values())
             vs = ""
             if strat != PAIRED_WITH and by_seed.get(PAIRED_WITH):
-                verdict = _verdict(paired_gap(by_seed[PAIRED_WITH], mine))
-                verdicts[strat].append(verdict.rsplit("] ", 1)[1])
-                vs = verdict
+                gap = paired_gap(by_seed[PAIRED_WITH], mine)
+                verdicts[strat].append(_standing(gap))
+                vs = _verdict(gap)
             rows.append([strat, *(f"{a * 100:.1f}%" for a in at),
                          f"{med_hit:.0f} ({med_hit / space.size * 100:.0f}%)" if med_hit != math.inf else "not reached",
-                         f"{'≥' if any(h > budget for h in mine.values()) else ''}{mean:.1f}", vs,
+                         f"{'≥' if math.inf in hits else ''}{mean:.1f}", vs,
                          f"{within * 100:.0f}%", f"{len(errors)} seeds failed" if errors else ""])
         print(table(["strategy", "@10", "@25", "@50", "evals to 95%, median (of space)", "mean",
                      "more than MCTS, mean [95% CI]", "seeds ≤ quarter", "note"], rows))
@@ -490,10 +490,15 @@ def paired_gap(ours: dict[int, float], theirs: dict[int, float],
     return statistics.fmean(gaps), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
+def _standing(gap: tuple[float, float, float]) -> str:
+    """MCTS ahead (the interval above zero), behind (below zero) or tie."""
+    _, low, high = gap
+    return "MCTS ahead" if low > 0 else "MCTS behind" if high < 0 else "tie"
+
+
 def _verdict(gap: tuple[float, float, float]) -> str:
     mean, low, high = gap
-    word = "MCTS ahead" if low > 0 else "MCTS behind" if high < 0 else "tie"
-    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}] {word}"
+    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}] {_standing(gap)}"
 
 
 def _parallel(text: str) -> tuple[int, ...]:

@@ -64,6 +64,9 @@ EXCESS = (("derived__memory_l2_theoretical_sectors_global_excessive", "memory_l2
            "memory_l2_theoretical_sectors_global_ideal"),
           ("derived__memory_l1_wavefronts_shared_excessive", "memory_l1_wavefronts_shared",
            "memory_l1_wavefronts_shared_ideal"))
+# the kernel totals a deep launch's source passes give (so never asked of the range profiler)
+SOURCE_TOTALS = ("smsp__pcsamp_sample_count", "memory_l2_theoretical_sectors_global",
+                 "memory_l2_theoretical_sectors_global_ideal", *(d for d, _, _ in EXCESS))
 # H100 (and every GPU since Volta): registers are allocated per warp in units of 256, shared memory per block
 # in units of 128 bytes
 REG_UNIT, SMEM_UNIT = 256, 128
@@ -377,8 +380,7 @@ def launch_profile(i: int, ln: CollectedLaunch, dev: DeviceInfo, kept: list[str]
     lines: list[SourceLineCounters] = []
     if source is not None:
         lines, totals = source_lines(source, texts)
-        for m in ("smsp__pcsamp_sample_count", "memory_l2_theoretical_sectors_global",
-                  "memory_l2_theoretical_sectors_global_ideal", *(d for d, _, _ in EXCESS)):
+        for m in SOURCE_TOTALS:
             if m in totals:
                 metrics[m] = MetricValue(value=totals[m], unit=None)
     return KernelProfile(id=i, name=ln.demangled or ln.name, mangled_name=ln.name, device=dev.name,

@@ -635,15 +635,12 @@ COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", 
 # What the one CUPTI run measures of each deep launch besides the light metrics: every rule family's hardware
 # metrics and the warp stall reasons (WarpStateStats); the source-derived ones come from its source passes
 def deep_metrics() -> list[str]:
-    from kernelscope.tools.metrics import STALL_METRICS
+    from kernelscope.tools.metrics import SOURCE_TOTALS, STALL_METRICS
 
     _, _, rules = stage2_plan(list(STAGE2))
-    source_derived = {"smsp__pcsamp_sample_count", "memory_l2_theoretical_sectors_global",
-                      "memory_l2_theoretical_sectors_global_ideal",
-                      "derived__memory_l2_theoretical_sectors_global_excessive",
-                      "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
+    skip = {*SOURCE_TOTALS, "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
     return [m for m in dict.fromkeys([*rules, *STALL_METRICS])
-            if not m.startswith(("launch__", "device__")) and m not in COLLECTOR_METRICS and m not in source_derived]
+            if not m.startswith(("launch__", "device__")) and m not in COLLECTOR_METRICS and m not in skip]
 
 
 def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:

@@ -39,8 +39,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from kernelscope.errors import KernelscopeError
+    from kernelscope.sandbox.pool import configure_pool
     from kernelscope.server.app import create_server
-    from kernelscope.tools.pool import configure_pool
 
     try:
         configure_pool(args.pool, ray_address=args.ray_address, cpu_workers=args.cpu_workers,

@@ -71,8 +71,8 @@ def check(case: dict, cu_name: str, line: int, result: object) -> dict:
 
 def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float:
     """Seconds of one `ncu --set full` run of the program (staged as analyze stages it)."""
+    from kernelscope.toolchain import require
     from kernelscope.tools.run import stage_program
-    from kernelscope.tools.toolchain import require
 
     with tempfile.TemporaryDirectory() as tmp:
         prog = stage_program(exe, Path(tmp))
@@ -87,9 +87,9 @@ def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float
 
 def apps(light: str) -> int:
     """analyze against `ncu --set full` (every launch, and each kernel's first launch) on the applications."""
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
+    from kernelscope.tools.analyze import AnalyzeRequest, analyze
     from kernelscope.tools.compile import CompileRequest, compile_cuda
-    from kernelscope.tools.profiling import AnalyzeRequest, analyze
 
     rows, tot = [], [0.0, 0.0, 0.0]
     for name, (src, argv) in APPS.items():
@@ -144,11 +144,11 @@ def main() -> int:
     use_private_store()
     if args.apps:
         return apps(args.light)
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
+    from kernelscope.toolchain import require
+    from kernelscope.tools.analyze import AnalyzeRequest, analyze
     from kernelscope.tools.compile import CompileRequest, compile_cuda
-    from kernelscope.tools.profiling import AnalyzeRequest, analyze
     from kernelscope.tools.sass import sass_for_artifact
-    from kernelscope.tools.toolchain import require
 
     require("ncu")  # a clear error before any compile when Nsight Compute is missing
     rows, raw = [], []

@@ -83,7 +83,7 @@ def cmd_ray(args: argparse.Namespace) -> None:
     import ray
 
     use_private_store()
-    from kernelscope.tools.pool import LocalPool, RayPool
+    from kernelscope.sandbox.pool import LocalPool, RayPool
     from kernelscope.tools.run import EvalRequest
 
     cases = REPO / "tests" / "evalcases"

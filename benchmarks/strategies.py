@@ -219,9 +219,9 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
     import torch
 
     from kernelscope.config import get_settings
+    from kernelscope.measure.collector import DeepRequest, collected_profile, run_collector
     from kernelscope.sandbox.gpu import gpu_pool
-    from kernelscope.tools.metrics import DeepRequest, collected_profile, run_collector
-    from kernelscope.tools.profiling import COLLECTOR_METRICS, _collector_totals, deep_metrics, diagnose_stages
+    from kernelscope.tools.analyze import COLLECTOR_METRICS, _collector_totals, deep_metrics, diagnose_stages
     from kernelscope.tools.run import job_env
 
     s = get_settings()

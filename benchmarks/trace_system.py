@@ -45,7 +45,7 @@ CASES: dict[str, tuple[str, list[str], set[str], str | None]] = {
 
 def build(name: str) -> list[str]:
     """The command line of a case's program (C++ ones compiled through the compile tool)."""
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
     from kernelscope.tools.compile import CompileRequest, compile_cuda
 
     if name == "small_ops":
@@ -62,7 +62,7 @@ def build(name: str) -> list[str]:
 
 
 def traced_run(argv: list[str], trace_dir: Path, lib: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    from kernelscope.tools.cupti import tracer_env
+    from kernelscope.measure.cupti import tracer_env
 
     trace_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **tracer_env(lib, trace_dir)}
@@ -90,9 +90,9 @@ def main() -> int:
     args = ap.parse_args()
 
     use_private_store()
-    from kernelscope.tools.cupti import build_tracer
-    from kernelscope.tools.timeline import load_cupti
-    from kernelscope.tools.tracing import diagnose_timeline
+    from kernelscope.measure.cupti import build_tracer
+    from kernelscope.measure.timeline import load_cupti
+    from kernelscope.tools.nsys_trace import diagnose_timeline
 
     t0 = time.perf_counter()
     lib = build_tracer()

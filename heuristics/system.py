@@ -1,7 +1,7 @@
 """System-level rules over a timeline (scope ``trace``): what happens between kernels.
 
 Each reads a :class:`~kernelscope.models.TraceSummary` and, through the context key ``facts``, the
-:class:`~kernelscope.tools.timeline.TraceFacts` the summary does not list. Times are the region's
+:class:`~kernelscope.measure.timeline.TraceFacts` the summary does not list. Times are the region's
 (the profiler range, or the program's GPU-active window).
 """
 

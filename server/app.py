@@ -418,7 +418,7 @@ async def analyze_tool(
     (uncoalesced access, bank conflicts, spills, divergence, idle tensor cores, atomics contention, tiny
     grids, ...) with the evidence, the source line and fixes with their expected effect. Reports which
     stages ran, what measured each and how long each took."""
-    from kernelscope.tools import profiling as prof
+    from kernelscope.tools import analyze as prof
 
     try:
         req = prof.AnalyzeRequest(artifact_id=artifact_id, args=args or [], reference=reference,
@@ -468,7 +468,7 @@ async def nsys_trace_tool(
     class (launch-bound, host-bound, copy-bound, gpu-bound). Rules flag launch overhead, copies in the
     hot loop, pageable copies, synchronizations, idle gaps, allocation churn, copies not overlapped
     with compute and a dominant kernel, with fixes. The timeline is a Chrome/Perfetto JSON resource."""
-    from kernelscope.tools import tracing as tr
+    from kernelscope.tools import nsys_trace as tr
 
     try:
         req = tr.TraceRequest(artifact_id=artifact_id, args=args or [], script=script, script_path=script_path,
@@ -518,7 +518,7 @@ async def ncu_profile_tool(
     the sandbox, and get per-launch classes and findings plus the report as an artifact (for compare or
     the Nsight Compute UI). Counter-permission errors, a missing ncu and filters that match nothing come
     back explained, with the fix. Prefer `analyze` unless you need specific sections."""
-    from kernelscope.tools import profiling as prof
+    from kernelscope.tools import analyze as prof
 
     if artifact_id is None and candidate is None and candidate_path is None:
         raise ToolError("Give a target: `artifact_id` (an executable from compile), or a reference and a candidate.")
@@ -692,7 +692,7 @@ def artifact_file_resource(artifact_id: str, role: str) -> str | bytes:
 
 
 def _artifact(artifact_id: str) -> Any:
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
 
     try:
         art = get_store().get(artifact_id)

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 from kernelscope.errors import NotAvailable
+from kernelscope.measure import collector as metrics_mod
+from kernelscope.measure.collector import Collected, load_collected
+from kernelscope.measure.timeline import load_cupti
 from kernelscope.models import AnalyzeStage, NcuCapture
 from kernelscope.sandbox.gpu import Lease
 from kernelscope.sandbox.process import ProcessResult
-from kernelscope.tools import metrics as metrics_mod
-from kernelscope.tools import profiling
+from kernelscope.tools import analyze as profiling
+from kernelscope.tools.analyze import COLLECTOR_METRICS, AnalyzeRequest, analyze, collector_request
 from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.metrics import Collected, load_collected
-from kernelscope.tools.profiling import COLLECTOR_METRICS, AnalyzeRequest, analyze, collector_request
-from kernelscope.tools.timeline import load_cupti
-from kernelscope.tools.tracing import diagnose_timeline
+from kernelscope.tools.nsys_trace import diagnose_timeline
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"

@@ -11,8 +11,8 @@ import pytest
 
 from kernelscope.errors import NotAvailable
 from kernelscope.models import CapabilityReport, GpuInfo, ToolInfo
+from kernelscope.toolchain import TOOL_NAMES
 from kernelscope.tools import capabilities as caps
-from kernelscope.tools.toolchain import TOOL_NAMES
 
 HAS_GPU = bool(caps.gpu_inventory()[0])
 nogpu = pytest.mark.skipif(HAS_GPU, reason="describes a host without an NVIDIA GPU; this one has one")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.measure.ncu import load_profile
 from kernelscope.models import KernelProfile
 from kernelscope.tools.classify import classify, peaks_for
-from kernelscope.tools.ncu import load_profile
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.artifacts import get_store
 from kernelscope.errors import InputError
-from kernelscope.tools.artifacts import get_store
 from kernelscope.tools.compile import CompileRequest, compile_cuda, parse_diagnostics, parse_ptxas_report
 
 SAXPY = """

@@ -22,9 +22,9 @@ from kernelscope.config import Settings, get_settings, set_settings, settings_fr
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.server.app import mcp
 from kernelscope.server.summaries import compile_summary, cutlass_file_summary, cutlass_search_summary
+from kernelscope.toolchain import locate
 from kernelscope.tools import cutlass
 from kernelscope.tools.compile import CompileRequest, compile_cuda, first_error_text, parse_diagnostics
-from kernelscope.tools.toolchain import locate
 
 REPO = Path(__file__).resolve().parent.parent
 GEMM_CU = REPO / "examples" / "cutlass" / "hopper_gemm.cu"
@@ -417,8 +417,8 @@ def test_tensor_map_refuses_what_tma_cannot_describe() -> None:
 
 @needs_nvcc
 def test_a_cubin_cut_short_by_one_byte_is_restored() -> None:
+    from kernelscope.artifacts import get_store
     from kernelscope.fast import _restore_elf_size
-    from kernelscope.tools.artifacts import get_store
 
     r = compile_cuda(CompileRequest(source="__global__ void k(float* p) { p[threadIdx.x] = 1.f; }\n", arch="sm_90"))
     art = get_store().require(r.artifact_id or "")

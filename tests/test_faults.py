@@ -319,7 +319,7 @@ def test_group_pids_lists_the_group_and_nothing_else() -> None:
 
 
 def test_malformed_cupti_trace_records_are_skipped(tmp_path: Path) -> None:
-    from kernelscope.tools.timeline import load_cupti
+    from kernelscope.measure.timeline import load_cupti
 
     (tmp_path / "trace-1.jsonl").write_text('{"t": "kernel", "name": "k"}\n[1, 2]\n"x"\n{"t": "memcpy"}\n')
     tl = load_cupti(tmp_path)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from kernelscope.heuristics import run_rules
+from kernelscope.measure.collector import OCCUPANCY_LIMITS, collected_profile, load_collected, source_counters
+from kernelscope.measure.ncu import load_profile
+from kernelscope.measure.timeline import load_cupti
 from kernelscope.models import CompileResult, KernelResources, SassResult
-from kernelscope.tools.classify import MIN_DURATION_NS, classify
-from kernelscope.tools.metrics import OCCUPANCY_LIMITS, collected_profile, load_collected, source_counters
-from kernelscope.tools.ncu import load_profile
-from kernelscope.tools.profiling import (
+from kernelscope.tools.analyze import (
     COLLECTOR_METRICS,
     _collector_totals,
     _trace_totals,
@@ -23,8 +23,8 @@ from kernelscope.tools.profiling import (
     diagnose_stages,
     stage2_plan,
 )
-from kernelscope.tools.timeline import load_cupti
-from kernelscope.tools.tracing import diagnose_timeline
+from kernelscope.tools.classify import MIN_DURATION_NS, classify
+from kernelscope.tools.nsys_trace import diagnose_timeline
 
 REPO = Path(__file__).resolve().parent.parent
 PLANTED = REPO / "examples" / "planted"

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.artifacts import get_store
 from kernelscope.config import ensure_dirs
+from kernelscope.measure.collector import collected_profile, run_collector
+from kernelscope.measure.ncu import load_profile
 from kernelscope.sandbox.gpu import gpu_pool
-from kernelscope.tools.artifacts import get_store
+from kernelscope.toolchain import require
+from kernelscope.tools.analyze import COLLECTOR_METRICS, STAGE1_METRICS, collector_request
 from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.metrics import collected_profile, run_collector
-from kernelscope.tools.ncu import load_profile
-from kernelscope.tools.profiling import COLLECTOR_METRICS, STAGE1_METRICS, collector_request
 from kernelscope.tools.run import job_env, stage_program
-from kernelscope.tools.toolchain import require
 
 pytestmark = pytest.mark.gpu
 PLANTED = Path(__file__).resolve().parent.parent / "examples" / "planted"

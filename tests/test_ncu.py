@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelscope.errors import InputError
-from kernelscope.tools.ncu import load_profile
+from kernelscope.measure.ncu import load_profile
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 
@@ -67,7 +67,7 @@ def test_source_line_counters(profile) -> None:  # type: ignore[no-untyped-def]
 def test_missing_metric_is_none_not_zero() -> None:
     import ncu_report
 
-    from kernelscope.tools.ncu import _value
+    from kernelscope.measure.ncu import _value
 
     action = ncu_report.load_report(str(FIX / "three-kernels.ncu-rep")).range_by_idx(0).action_by_idx(0)
     assert _value(action, "no_such__metric.sum").value is None

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kernelscope.heuristics import REGISTRY, load_all, run_rules
+from kernelscope.measure.ncu import load_profile
 from kernelscope.models import KernelProfile
-from kernelscope.tools.ncu import load_profile
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 load_all()

@@ -15,7 +15,7 @@ import pytest
 
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.sandbox.gpu import GpuPool
-from kernelscope.tools.pool import LocalPool, _pack, _unpack, build_cache, worker_dir
+from kernelscope.sandbox.pool import LocalPool, _pack, _unpack, build_cache, worker_dir
 from kernelscope.tools.run import EvalRequest, job_env, needs_build
 
 torch = pytest.importorskip("torch", reason="evaluations need torch (its CPU build is enough)")
@@ -120,7 +120,7 @@ def test_gpu_slots_say_when_a_new_job_would_wait_and_count_their_work() -> None:
 def test_a_ray_node_ships_a_source_it_built_before_without_building_again(
         kernelscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelscope
-    from kernelscope.tools import pool as pool_mod
+    from kernelscope.sandbox import pool as pool_mod
     from kernelscope.tools import run as run_mod
 
     calls: list[str | None] = []
@@ -183,7 +183,7 @@ def ray_cluster():  # type: ignore[no-untyped-def]
 
 
 def test_ray_pool_runs_evaluations_as_tasks_on_its_cpu_workers(ray_cluster) -> None:  # type: ignore[no-untyped-def]
-    from kernelscope.tools.pool import RayPool
+    from kernelscope.sandbox.pool import RayPool
 
     pool = RayPool()
     st = pool.status()
@@ -202,7 +202,7 @@ def test_ray_pool_runs_evaluations_as_tasks_on_its_cpu_workers(ray_cluster) -> N
 
 
 def test_ray_pool_refuses_what_the_cluster_cannot_do(ray_cluster) -> None:  # type: ignore[no-untyped-def]
-    from kernelscope.tools.pool import RayPool
+    from kernelscope.sandbox.pool import RayPool
 
     pool = RayPool()
     with pytest.raises(NotAvailable, match="has no GPUs"):
@@ -218,7 +218,7 @@ def test_ray_pool_refuses_what_the_cluster_cannot_do(ray_cluster) -> None:  # ty
 
 
 def test_cancelling_a_ray_evaluation_stops_it(ray_cluster) -> None:  # type: ignore[no-untyped-def]
-    from kernelscope.tools.pool import RayPool
+    from kernelscope.sandbox.pool import RayPool
 
     pool = RayPool()
     cancel = threading.Event()

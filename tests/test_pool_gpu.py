@@ -14,7 +14,7 @@ import pytest
 
 from kernelscope.config import get_settings
 from kernelscope.sandbox.gpu import gpu_pool
-from kernelscope.tools.pool import LocalPool, build_cache
+from kernelscope.sandbox.pool import LocalPool, build_cache
 from kernelscope.tools.run import EvalRequest, build_only
 
 pytestmark = pytest.mark.gpu
@@ -92,7 +92,7 @@ async def test_optimize_keeps_both_gpus_busy(tmp_path: Path) -> None:
 
 def test_ray_pool_schedules_evaluations_on_every_gpu() -> None:
     ray = pytest.importorskip("ray", reason="the Ray backend needs the `ray` extra")
-    from kernelscope.tools.pool import RayPool
+    from kernelscope.sandbox.pool import RayPool
 
     n = len(gpu_pool())
     if ray.is_initialized():

@@ -10,8 +10,8 @@ import pytest
 
 from kernelscope.errors import InputError, KernelscopeError
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.tools import profiling as prof
-from kernelscope.tools.ncu import load_profile
+from kernelscope.measure.ncu import load_profile
+from kernelscope.tools import analyze as prof
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 TOOLS_DIR = Path(prof.__file__).parent
@@ -73,7 +73,7 @@ def test_capture_options_are_validated(opts: dict, needle: str) -> None:
 
 
 def _ncu_here() -> bool:
-    from kernelscope.tools.toolchain import ToolMissing, require
+    from kernelscope.toolchain import ToolMissing, require
 
     try:
         require("ncu")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.tools.analyze import AnalyzeRequest, ProfileRequest, analyze, ncu_profile
 from kernelscope.tools.classify import classify_report
 from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.profiling import AnalyzeRequest, ProfileRequest, analyze, ncu_profile
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent

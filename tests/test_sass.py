@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernelscope.artifacts import get_store
 from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
 from kernelscope.errors import InputError
 from kernelscope.models import KernelSassStats, SassResult
-from kernelscope.tools.artifacts import get_store
+from kernelscope.toolchain import locate
 from kernelscope.tools.compile import CompileRequest, compile_cuda
 from kernelscope.tools.sass import (
     access_width_bits,
@@ -23,7 +24,6 @@ from kernelscope.tools.sass import (
     sass_for_artifact,
     sass_for_cubin_bytes,
 )
-from kernelscope.tools.toolchain import locate
 
 REPO = Path(__file__).resolve().parent.parent
 KERNELS = REPO / "examples" / "kernels"

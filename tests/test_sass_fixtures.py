@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.toolchain import tool_info
 from kernelscope.tools.compile import CompileRequest, compile_cuda
 from kernelscope.tools.sass import sass_for_artifact, sass_for_cubin_bytes
-from kernelscope.tools.toolchain import tool_info
 
 FIX = Path(__file__).parent / "fixtures" / "sass"
 REPO = Path(__file__).resolve().parent.parent

@@ -13,10 +13,7 @@ import pytest
 from mcp import Client
 
 from kernelscope.errors import NotAvailable
-from kernelscope.server.app import create_server
-from kernelscope.server.summaries import trace_summary
-from kernelscope.tools import tracing
-from kernelscope.tools.timeline import (
+from kernelscope.measure.timeline import (
     COPY_KINDS,
     ApiCall,
     Timeline,
@@ -26,7 +23,10 @@ from kernelscope.tools.timeline import (
     load_cupti,
     load_nsys_sqlite,
 )
-from kernelscope.tools.tracing import TraceRequest, diagnose_timeline
+from kernelscope.server.app import create_server
+from kernelscope.server.summaries import trace_summary
+from kernelscope.tools import nsys_trace as tracing
+from kernelscope.tools.nsys_trace import TraceRequest, diagnose_timeline
 
 FIX = Path(__file__).parent / "fixtures" / "trace"
 CASES = sorted(p.name for p in FIX.iterdir() if (p / "case.json").is_file()) if FIX.is_dir() else []

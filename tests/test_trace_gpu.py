@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.tools.analyze import AnalyzeRequest, analyze
 from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.profiling import AnalyzeRequest, analyze
-from kernelscope.tools.tracing import TraceRequest, choose_backend, trace
+from kernelscope.tools.nsys_trace import TraceRequest, choose_backend, trace
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def test_trace_program_planted_offload_loop() -> None:
     fired = {f.rule for f in res.findings}
     assert {"system.copies-in-loop", "system.pageable-copies", "system.allocation-churn"} <= fired
     assert res.trace_id
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
 
     doc = json.loads(get_store().require(res.trace_id).path("trace").read_text())  # type: ignore[union-attr]
     assert any(e.get("cat") == "kernel" for e in doc["traceEvents"])

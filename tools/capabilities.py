@@ -30,16 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelscope import toolchain
 from kernelscope._version import __version__
 from kernelscope.errors import KernelscopeError, NotAvailable
 from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
 from kernelscope.sandbox.process import Limits, build_env, network_isolation_status, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools import toolchain
+from kernelscope.toolchain import TOOL_NAMES, tool_info
 from kernelscope.tools.cutlass import CUTLASS_FIX
 from kernelscope.tools.cutlass import info as cutlass_info
 from kernelscope.tools.cutlass import reset_cache as reset_cutlass_cache
-from kernelscope.tools.toolchain import TOOL_NAMES, tool_info
 
 FALLBACK_ARCH = "sm_90"
 PROBE_WALL_S = 120.0
@@ -604,7 +604,7 @@ def _cutlass_cause(cutlass: CutlassInfo) -> tuple[str, str] | None:
 def _cupti_cause(nvcc: ToolInfo) -> tuple[str, str] | None:
     """Why the CUPTI tracer cannot be built here (it needs nvcc, cupti.h and libcupti), or None."""
     from kernelscope.errors import NotAvailable
-    from kernelscope.tools.cupti import cupti_paths
+    from kernelscope.measure.cupti import cupti_paths
 
     nvcc_cause = _tool_cause(nvcc)
     if nvcc_cause is not None:
@@ -678,7 +678,7 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
 
 
 def _pool_status() -> PoolStatus | None:
-    from kernelscope.tools.pool import current_pool
+    from kernelscope.sandbox.pool import current_pool
 
     try:
         return current_pool().status()

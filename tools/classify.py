@@ -140,7 +140,7 @@ def classify_report(path: str, *, kernel: str | None = None, overrides: dict | N
     """Classify every kernel of a recorded ``.ncu-rep`` under the allowed roots, with the ncu rules'
     findings."""
     from kernelscope.heuristics import load_all, run_rules
-    from kernelscope.tools.ncu import kernel_names, load_user_report, select_kernels
+    from kernelscope.measure.ncu import kernel_names, load_user_report, select_kernels
 
     profile = load_user_report(path)
     kernels = select_kernels(profile, kernel)

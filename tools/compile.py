@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics.resources import resource_findings
@@ -26,9 +27,8 @@ from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, has_arc
 from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
+from kernelscope.toolchain import ToolMissing, demangle, require, tool_info
 from kernelscope.tools import cutlass as cutlass_mod
-from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
-from kernelscope.tools.toolchain import ToolMissing, demangle, require, tool_info
 
 OutputKind = Literal["auto", "cubin", "executable"]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\.(cu|cuh|cpp|cc)$")

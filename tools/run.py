@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 import kernelscope
+from kernelscope.artifacts import Artifact, get_store
 from kernelscope.config import Settings, ensure_dirs, get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import (
@@ -45,11 +46,10 @@ from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.artifacts import Artifact, get_store
-from kernelscope.tools.toolchain import ToolMissing, require
+from kernelscope.toolchain import ToolMissing, require
 
 if TYPE_CHECKING:
-    from kernelscope.tools.pool import LocalPool
+    from kernelscope.sandbox.pool import LocalPool
 
 log = logging.getLogger("kernelscope.tools.run")
 HARNESS = Path(__file__).with_name("eval_harness.py")
@@ -153,7 +153,7 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     """A sandboxed job's environment. ``lease``: the GPU (or CPU worker) it runs on, whose own cache
     directory holds what is compiled while it runs; ``candidate``: the source whose extension builds
     live in the shared build cache (``builds``, default the home's), keyed by its content."""
-    from kernelscope.tools.pool import build_cache, worker_dir
+    from kernelscope.sandbox.pool import build_cache, worker_dir
 
     env = build_env(home=ws)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -203,7 +203,7 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
                    on_wait: WaitCallback | None = None) -> EvalResult:
     """Evaluate a candidate against its reference on the configured evaluation pool (``tools.pool``:
     this host's GPUs by default, or a Ray cluster)."""
-    from kernelscope.tools.pool import current_pool
+    from kernelscope.sandbox.pool import current_pool
 
     return current_pool().evaluate(req, settings, cancel=cancel, on_wait=on_wait)
 

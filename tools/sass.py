@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelscope.artifacts import Artifact, ArtifactMeta, content_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, KernelscopeError, NotAvailable
 from kernelscope.heuristics.instructions import sass_findings
@@ -29,8 +30,7 @@ from kernelscope.models import (
 )
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.artifacts import Artifact, ArtifactMeta, content_id, get_store
-from kernelscope.tools.toolchain import ToolMissing, demangle, require
+from kernelscope.toolchain import ToolMissing, demangle, require
 
 EM_CUDA = 190  # ELF e_machine of CUDA cubins
 LISTING_MAX_BYTES = 64 << 20  # stdout kept from one disassembler run

@@ -7,7 +7,7 @@ whose harness warms it up and then opens the profiler range (``cudaProfilerStart
 own forward calls, so the summary covers the candidate and not the harness.
 
 Backends: ``nsys profile --export sqlite`` read through the documented SQLite schema, or the CUPTI
-activity tracer (``tools/native/cupti_trace.cpp``, injected with ``CUDA_INJECTION64_PATH``; NVTX
+activity tracer (``measure/native/cupti_trace.cpp``, injected with ``CUDA_INJECTION64_PATH``; NVTX
 ranges reach it through ``NVTX_INJECTION64_PATH``), which works for any CUDA process: compiled
 programs and Python alike. ``auto`` uses nsys when the capability check says it can build reports
 here, else CUPTI, and says why.
@@ -28,12 +28,12 @@ from pydantic import Field
 
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
+from kernelscope.measure.timeline import Timeline, TraceFacts, chrome_trace, load_cupti, load_nsys_sqlite, summarize
 from kernelscope.models import Finding, TraceCapture, TraceResult, TraceSummary
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.sandbox.process import Limits, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.profiling import ProfileTarget, check_overrides, harness_notes
-from kernelscope.tools.timeline import Timeline, TraceFacts, chrome_trace, load_cupti, load_nsys_sqlite, summarize
+from kernelscope.tools.analyze import ProfileTarget, check_overrides, harness_notes
 
 WaitCallback = Callable[[int, float], None]
 Backend = Literal["auto", "nsys", "cupti"]
@@ -78,7 +78,7 @@ def choose_backend(requested: Backend) -> tuple[Literal["nsys", "cupti"], str | 
 
 
 def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str]:
-    from kernelscope.tools.profiling import prepare_target
+    from kernelscope.tools.analyze import prepare_target
     from kernelscope.tools.run import _read_source
 
     if req.trace_mode == "script":
@@ -95,7 +95,7 @@ def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str]:
 def run_cupti(argv: list[str], ws: Path, env: dict[str, str], timeout_s: float, s: Settings,
               cancel: threading.Event | None) -> tuple[Any, Timeline | None, list[str]]:
     """Run ``argv`` with the CUPTI tracer injected; (process result, timeline or None, tracer messages)."""
-    from kernelscope.tools.cupti import build_tracer, tracer_env
+    from kernelscope.measure.cupti import build_tracer, tracer_env
 
     lib = build_tracer(s)
     tdir = ws / "trace"
@@ -111,7 +111,7 @@ def run_cupti(argv: list[str], ws: Path, env: dict[str, str], timeout_s: float, 
 
 def _run_nsys(argv: list[str], ws: Path, env: dict[str, str], req: TraceRequest,
               cancel: threading.Event | None) -> tuple[Any, Timeline | None, list[str]]:
-    from kernelscope.tools.toolchain import require
+    from kernelscope.toolchain import require
 
     nsys = require("nsys")
     out = ws / "trace"
@@ -127,7 +127,7 @@ def _run_nsys(argv: list[str], ws: Path, env: dict[str, str], req: TraceRequest,
 
 def store_trace(tl: Timeline, *, target: str) -> str:
     """Keep a timeline as a Chrome/Perfetto JSON artifact (role ``trace``); returns its id."""
-    from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
+    from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 
     data = json.dumps(chrome_trace(tl), separators=(",", ":")).encode()
     aid = content_id({"trace": hashlib.sha256(data).hexdigest()})

@@ -1,7 +1,7 @@
 """Hardware metrics collected inside the profiled program (CUPTI), for both of analyze's stages.
 
 ``native/cupti_metrics.cpp`` is loaded into the program through ``CUDA_INJECTION64_PATH`` (built once with
-nvcc, like the CUPTI tracer: :func:`kernelscope.tools.cupti.build_metrics_collector`). It profiles the first
+nvcc, like the CUPTI tracer: :func:`kernelscope.measure.cupti.build_metrics_collector`). It profiles the first
 launch of each kernel and launch configuration with the range profiler's kernel replay, in the program's own
 run: there is no separate profiler process, so none of the ~1.5 s that every Nsight Compute run costs before
 its first pass. The metric names are Nsight Compute's (Perfworks), and the values agree with ncu's on the
@@ -25,9 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from kernelscope.config import Settings
+from kernelscope.measure.ncu import KEY_METRICS, derived_fields, key_fields, rule_metrics
 from kernelscope.models import KernelProfile, KernelResources, MetricValue, Profile, SourceLineCounters
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
-from kernelscope.tools.ncu import KEY_METRICS, derived_fields, key_fields, rule_metrics
 
 # ncu's units for the metrics the collector reads (a metric missing here keeps no unit)
 UNITS: dict[str, str] = {
@@ -246,7 +246,7 @@ def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[
                   s: Settings, cancel: threading.Event | None, *, max_launches: int = 64,
                   deep: DeepRequest | None = None) -> tuple[ProcessResult, Collected]:
     """Run ``argv`` once with the collector injected; (process result, what it collected)."""
-    from kernelscope.tools.cupti import build_metrics_collector
+    from kernelscope.measure.cupti import build_metrics_collector
 
     lib = build_metrics_collector(s)
     out = ws / "metrics"

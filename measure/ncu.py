@@ -189,9 +189,9 @@ MAX_REPORT_BYTES = 2 << 30
 def load_user_report(path: str) -> Profile:
     """Load a report a client names: the id of a report artifact (from ncu_profile or analyze), or a
     path under the allowed roots to an .ncu-rep of at most 2 GiB."""
+    from kernelscope.artifacts import check_id, get_store
     from kernelscope.config import get_settings
     from kernelscope.sandbox.paths import resolve_user_path
-    from kernelscope.tools.artifacts import check_id, get_store
 
     try:
         report_id = check_id(path)

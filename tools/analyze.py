@@ -12,7 +12,7 @@ report imports the source, so per-line counters name source lines.
 the roofline counters) of each kernel and launch configuration, a bottleneck class per kernel, then a
 deep measurement of the kernels that take the most time; every rule runs over the merged profile, with
 SASS and ptxas evidence where the target is a compiled artifact. For a program both are measured in its
-own run by the CUPTI collector of :mod:`kernelscope.tools.metrics` (the deep stage: every rule family's
+own run by the CUPTI collector of :mod:`kernelscope.measure.collector` (the deep stage: every rule family's
 metrics, the stall reasons and the source passes of the first launches; the class chooses the rule
 families), with a CUPTI trace after it when it saw many launches. Eval-mode targets, ``light="ncu"``
 and programs the collector cannot measure get two Nsight Compute captures instead (after a trace, for
@@ -50,7 +50,7 @@ from kernelscope.models import (
 from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.process import Limits, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.toolchain import ToolMissing, require
+from kernelscope.toolchain import ToolMissing, require
 
 WaitCallback = Callable[[int, float], None]
 
@@ -324,7 +324,7 @@ def harness_notes(ws: Path) -> list[str]:
 
 
 def _store_report(path: Path, *, target: str, stage: str) -> str:
-    from kernelscope.tools.artifacts import ArtifactMeta, content_id, get_store
+    from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     aid = content_id({"ncu-report": digest})
@@ -388,7 +388,7 @@ def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | 
 
 def ncu_profile(req: ProfileRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
                 on_wait: WaitCallback | None = None) -> NcuProfileResult:
-    from kernelscope.tools.ncu import load_profile
+    from kernelscope.measure.ncu import load_profile
 
     s = ensure_dirs(settings)
     _validate(req)
@@ -524,8 +524,8 @@ def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelPr
 
 def artifact_evidence(artifact_id: str) -> tuple[list[Any], list[Any]]:
     """SASS statistics and ptxas resources of a compiled artifact's kernels (empty where unavailable)."""
+    from kernelscope.artifacts import get_store
     from kernelscope.models import CompileResult
-    from kernelscope.tools.artifacts import get_store
     from kernelscope.tools.sass import sass_for_artifact
 
     try:
@@ -595,7 +595,7 @@ TRACE_AFTER_LAUNCHES = 16  # eval mode: the light stage seeing this many launche
 
 def tracer_available() -> bool:
     """Whether the CUPTI tracer can be built here (CUPTI headers and library, nvcc)."""
-    from kernelscope.tools.cupti import cupti_paths
+    from kernelscope.measure.cupti import cupti_paths
 
     try:
         require("nvcc")
@@ -608,8 +608,8 @@ def tracer_available() -> bool:
 def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest,
                  cancel: threading.Event | None) -> tuple[AnalyzeStage, Any, list[str]]:
     """One traced run: the stage's account and (summary, facts, findings, timeline) or None."""
+    from kernelscope.tools.nsys_trace import diagnose_timeline, run_cupti
     from kernelscope.tools.run import job_env
-    from kernelscope.tools.tracing import diagnose_timeline, run_cupti
 
     t0 = time.monotonic()
     notes: list[str] = []
@@ -628,14 +628,14 @@ def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: Analy
 
 
 # the light stage's hardware metrics when the CUPTI collector measures them (the rest of STAGE1_METRICS are
-# ncu's launch and device metrics, which kernelscope.tools.metrics computes from the launch configuration)
+# ncu's launch and device metrics, which kernelscope.measure.collector computes from the launch configuration)
 COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", "device__", "sm__maximum_warps"))]
 
 
 # What the one CUPTI run measures of each deep launch besides the light metrics: every rule family's hardware
 # metrics and the warp stall reasons (WarpStateStats); the source-derived ones come from its source passes
 def deep_metrics() -> list[str]:
-    from kernelscope.tools.metrics import SOURCE_TOTALS, STALL_METRICS
+    from kernelscope.measure.collector import SOURCE_TOTALS, STALL_METRICS
 
     _, _, rules = stage2_plan(list(STAGE2))
     skip = {*SOURCE_TOTALS, "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
@@ -645,7 +645,7 @@ def deep_metrics() -> list[str]:
 
 def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
     """The compiled source's lines by file name, for the code of the lines the source passes name."""
-    from kernelscope.tools.artifacts import get_store
+    from kernelscope.artifacts import get_store
 
     art = get_store().get(artifact_id) if artifact_id else None
     path = art.path("source") if art else None
@@ -683,7 +683,7 @@ DEEP_MAX = 16  # deep launches (metrics and source passes) of one CUPTI run; lat
 def collector_request() -> Any:
     """The deep launches' part of analyze's CUPTI run (every kernel, at most DEEP_MAX configurations); the light
     part is COLLECTOR_METRICS. tests/fixtures/collector/capture.py captures with exactly this."""
-    from kernelscope.tools.metrics import DeepRequest
+    from kernelscope.measure.collector import DeepRequest
 
     return DeepRequest(kernels=["*"], metrics=deep_metrics(), max_launches=DEEP_MAX)
 
@@ -694,7 +694,7 @@ def _cupti_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: Analy
     launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule family's
     metrics, the stall reasons and the source passes (PC sampling, SASS metrics). (collected, profile, notes,
     wall s); the profile is None where the collector could not measure."""
-    from kernelscope.tools.metrics import collected_profile, run_collector
+    from kernelscope.measure.collector import collected_profile, run_collector
     from kernelscope.tools.run import job_env
 
     t0 = time.monotonic()
@@ -734,7 +734,7 @@ def _deep_complete(got: Any, top: list[tuple[str, list[KernelProfile]]]) -> list
 
 
 def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
-    from kernelscope.tools.tracing import store_trace
+    from kernelscope.tools.nsys_trace import store_trace
 
     summary, _facts, findings, tl = out
     result.system, result.system_findings = summary, findings
@@ -785,8 +785,8 @@ def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, l
                    cancel: threading.Event | None) -> AnalyzeResult:
     """analyze after its one CUPTI run: the trace when the program launched many kernels, the class per top
     kernel, Nsight Compute's deep stage only for a top kernel the run did not measure deep, then the rules."""
+    from kernelscope.measure.ncu import load_profile
     from kernelscope.tools.classify import classify
-    from kernelscope.tools.ncu import load_profile
 
     result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
     deep_s = (sum(src.wall_ns or 0.0 for src in got.sources) + sum(ln.wall_ns or 0.0 for ln in got.launches
@@ -833,8 +833,8 @@ def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, l
 
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
             on_wait: WaitCallback | None = None, progress: Callable[[str], None] | None = None) -> AnalyzeResult:
+    from kernelscope.measure.ncu import load_profile
     from kernelscope.tools.classify import classify
-    from kernelscope.tools.ncu import load_profile
 
     check_overrides(req.overrides)
     s = ensure_dirs(settings)

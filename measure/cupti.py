@@ -2,7 +2,7 @@
 
 The library is loaded into any CUDA process through ``CUDA_INJECTION64_PATH`` (the driver calls its
 ``InitializeInjection`` from ``cuInit``) and writes one JSON Lines file per traced process into
-``$KERNELSCOPE_TRACE_DIR``; ``kernelscope.tools.timeline.load_cupti`` reads them back.
+``$KERNELSCOPE_TRACE_DIR``; ``kernelscope.measure.timeline.load_cupti`` reads them back.
 
 CUPTI's headers and ``libcupti.so`` are looked for next to the CUDA toolkit whose ``nvcc`` we compile
 with, then in NVIDIA's PyPI wheels (``nvidia/cuda_cupti``, ``nvidia/cu13``, ...). Builds are cached
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import NotAvailable
-from kernelscope.tools.toolchain import ToolMissing, require, tool_info
+from kernelscope.toolchain import ToolMissing, require, tool_info
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cupti_trace.cpp"
 LIBRARY_NAME = "libkernelscope_trace.so"
-# the in-process metric collector (CUPTI's Range Profiler), built the same way: see tools/metrics.py
+# the in-process metric collector (CUPTI's Range Profiler), built the same way: see measure/collector.py
 METRICS_SOURCE = Path(__file__).resolve().parent / "native" / "cupti_metrics.cpp"
 METRICS_LIBRARY_NAME = "libkernelscope_metrics.so"
 BUILD_TIMEOUT_S = 300.0
@@ -209,7 +209,7 @@ def _build(settings: Settings | None, source_path: Path, library_name: str, what
         source = source_path.read_bytes()
     except OSError as e:
         raise NotAvailable(what, f"the source {source_path.name} is missing from this install ({e})",
-                           f"reinstall kernelscope (the wheel ships tools/native/{source_path.name})") from None
+                           f"reinstall kernelscope (the wheel ships measure/native/{source_path.name})") from None
     version = tool_info("nvcc").version or "unknown"
     parent = s.home / "cache" / "cupti"
     final_dir = parent / _build_key(source, version, paths.library)

@@ -36,7 +36,7 @@ from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import EvalResult, PoolStatus, WorkerStatus
 from kernelscope.sandbox.gpu import GpuPool, gpu_pool, worker_name
 
-log = logging.getLogger("kernelscope.tools.pool")
+log = logging.getLogger("kernelscope.sandbox.pool")
 
 
 class Pool(Protocol):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from kernelscope.heuristics.memory import hottest_line
-from kernelscope.heuristics.registry import rule
+from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
 THREADS = "smsp__thread_inst_executed_per_inst_executed.ratio"
@@ -31,18 +30,18 @@ def _least_efficient_line(k: KernelProfile) -> str | None:
       description="Branches split warps, so only part of each warp does useful work.",
       thresholds={"max_threads_per_inst": 24.0, "high_threads_per_inst": 18.0, "min_divergent_targets": 1},
       metrics=(THREADS, DIVERGENT, "smsp__sass_average_branch_targets_threads_uniform.pct"))
-def _divergence(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _divergence(k: KernelProfile, run: Run) -> Iterable[Finding]:
     thr, div = k.num(THREADS), k.num(DIVERGENT)
-    if thr is None or div is None or div < th["min_divergent_targets"] or thr > th["max_threads_per_inst"]:
+    if thr is None or div is None or div < run.th["min_divergent_targets"] or thr > run.th["max_threads_per_inst"]:
         return
     line = _least_efficient_line(k)
-    yield Finding(
-        rule="control.warp-divergence", family="control", kernel=k.name, line=line, impact=1.0 - thr / 32.0,
-        severity="high" if thr <= th["high_threads_per_inst"] else "warning", title="Warp divergence",
+    yield run.finding(
+        kernel=k.name, line=line, impact=1.0 - thr / 32.0,
+        severity="high" if thr <= run.th["high_threads_per_inst"] else "warning", title="Warp divergence",
         diagnosis=(f"{k.name}: on average {thr:.1f} of 32 threads execute each warp instruction and "
                    f"{div:,.0f} branch targets diverged: both sides of data-dependent branches run one after the "
                    "other with part of the warp masked off" + (f"; worst line {line}" if line else "") + "."),
-        evidence=[Evidence(metric=THREADS, value=round(thr, 2), threshold=th["max_threads_per_inst"], source="ncu",
+        evidence=[Evidence(metric=THREADS, value=round(thr, 2), threshold=run.th["max_threads_per_inst"], source="ncu",
                            kernel=k.name, line=line),
                   Evidence(metric=DIVERGENT, value=div, source="ncu", kernel=k.name),
                   Evidence(metric="smsp__sass_average_branch_targets_threads_uniform.pct",

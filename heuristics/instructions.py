@@ -4,10 +4,9 @@ code without tensor cores, MUFU-heavy loops."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
 
-from kernelscope.heuristics.registry import rank, rule, run_rules
+from kernelscope.heuristics.registry import Run, rank, rule, run_rules
 from kernelscope.models import Evidence, Finding, Fix, KernelSassStats, Severity
 
 
@@ -19,11 +18,6 @@ FP64_RATE_BY_ARCH = {  # FP64:FP32 throughput (A100, H100, B200 / T4 / RTX 30, L
     "sm_80": "1/2", "sm_90": "1/2", "sm_100": "1/2", "sm_75": "1/32", "sm_86": "1/64", "sm_89": "1/64",
     "sm_120": "1/64",
 }
-# Default thresholds (overridable per rule through run_rules' overrides)
-LOCAL_MEMORY = {"high_count": 16}  # LDL+STL instructions from which local memory traffic is likely heavy
-SCALAR_LOADS = {"min_scalar_loads": 16}  # 32-bit-or-narrower global loads before vectorization is worth a look
-NO_TENSOR_CORES = {"min_ffma": 64, "min_ffma_pct": 30.0}  # static FFMA count and share for "matmul-like"
-MUFU_HEAVY = {"min_mufu": 16, "min_mufu_pct": 10.0}
 
 
 def _cls_count(k: KernelSassStats, cls: str) -> int:
@@ -35,15 +29,18 @@ def _ev(k: KernelSassStats, metric: str, value: float | str | None, threshold: f
     return Evidence(metric=metric, value=value, threshold=threshold, unit=unit, source="sass", kernel=k.name)
 
 
-def rule_local_memory(k: KernelSassStats, th: Mapping[str, float] = LOCAL_MEMORY) -> Finding | None:
+@rule("sass.local-memory", family="memory", scope="sass",
+      description="LDL/STL in the SASS: spills or stack arrays.",
+      thresholds={"high_count": 16})  # LDL+STL instructions from which local memory traffic is likely heavy
+def _local_memory(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """LDL/STL present: register spills or a per-thread array the compiler could not keep in registers."""
     n = k.local_loads + k.local_stores
     if n == 0:
-        return None
-    severity: Severity = "high" if n >= th["high_count"] else "warning"
+        return
+    severity: Severity = "high" if n >= run.th["high_count"] else "warning"
     regs = f" with {k.registers} registers per thread" if k.registers is not None else ""
-    return Finding(
-        rule="sass.local-memory", family="memory", severity=severity, kernel=k.name,
+    yield run.finding(
+        severity=severity, kernel=k.name,
         title="Local memory (spills or stack arrays)",
         diagnosis=(
             f"{k.name} has {k.local_stores} STL and {k.local_loads} LDL instructions{regs}: values live in "
@@ -69,15 +66,18 @@ def rule_local_memory(k: KernelSassStats, th: Mapping[str, float] = LOCAL_MEMORY
     )
 
 
-def rule_scalar_global_loads(k: KernelSassStats, th: Mapping[str, float] = SCALAR_LOADS) -> Finding | None:
+@rule("sass.scalar-global-loads", family="memory", scope="sass",
+      description="Only 32-bit global loads where vectors may fit.",
+      thresholds={"min_scalar_loads": 16})  # 32-bit-or-narrower global loads before vectors are worth a look
+def _scalar_global_loads(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """Many 32-bit global loads and no vector loads."""
     loads = k.memory.loads_by_width
     scalar = sum(n for w, n in loads.items() if int(w) <= 32)
     vector = sum(n for w, n in loads.items() if int(w) >= 64)
-    if vector or scalar < th["min_scalar_loads"]:
-        return None
-    return Finding(
-        rule="sass.scalar-global-loads", family="memory", severity="info", kernel=k.name,
+    if vector or scalar < run.th["min_scalar_loads"]:
+        return
+    yield run.finding(
+        severity="info", kernel=k.name,
         title="Only scalar global loads",
         diagnosis=(
             f"{k.name} issues {scalar} global loads of 32 bits or less and none of 64/128 bits. If each "
@@ -85,7 +85,7 @@ def rule_scalar_global_loads(k: KernelSassStats, th: Mapping[str, float] = SCALA
             "instructions; if the accesses are gathers, this is expected."
         ),
         evidence=[
-            _ev(k, "scalar_global_loads", scalar, th["min_scalar_loads"]),
+            _ev(k, "scalar_global_loads", scalar, run.th["min_scalar_loads"]),
             _ev(k, "vectorized_load_pct", k.memory.vectorized_load_pct, 0, "%"),
         ],
         fixes=[
@@ -100,20 +100,22 @@ def rule_scalar_global_loads(k: KernelSassStats, th: Mapping[str, float] = SCALA
     )
 
 
-def rule_fp64_in_kernel(k: KernelSassStats, th: Mapping[str, float] | None = None) -> Finding | None:
+@rule("sass.fp64-in-kernel", family="instructions", scope="sass",
+      description="FP64 math in a float kernel (promotions).")
+def _fp64_in_kernel(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """FP64 arithmetic next to float conversions or float math: usually an unintended promotion."""
     fp64, fp32 = k.fp64_instructions, _cls_count(k, "fp32")
     f2f = k.opcodes.get("F2F", 0)
     if fp64 == 0 or (f2f == 0 and fp32 < fp64):
-        return None
+        return
     base_arch = re.match(r"sm_\d+", k.arch or "")
     rate = FP64_RATE_BY_ARCH.get(base_arch.group(0)) if base_arch else None
     slow = rate in ("1/32", "1/64")
     severity: Severity = "high" if slow else "warning"
     rate_text = (f"on {k.arch} FP64 runs at {rate} of the FP32 rate" if rate
                  else "FP64 runs at 1/64 of the FP32 rate on GeForce/RTX/L4/L40-class GPUs and 1/2 on A100/H100")
-    return Finding(
-        rule="sass.fp64-in-kernel", family="instructions", severity=severity, kernel=k.name,
+    yield run.finding(
+        severity=severity, kernel=k.name,
         title="Double-precision math in a float kernel",
         diagnosis=(
             f"{k.name} has {fp64} FP64 instructions next to {fp32} FP32 ones and {f2f} F2F conversions: "
@@ -135,25 +137,29 @@ def rule_fp64_in_kernel(k: KernelSassStats, th: Mapping[str, float] | None = Non
     )
 
 
-def rule_no_tensor_cores(k: KernelSassStats, th: Mapping[str, float] = NO_TENSOR_CORES) -> Finding | None:
+@rule("sass.no-tensor-cores-on-mma-like", family="tensor", scope="sass",
+      description="FFMA-heavy code with no tensor-core instructions.",
+      thresholds={"min_ffma": 64, "min_ffma_pct": 30.0})  # static FFMA count and share for "matmul-like"
+def _no_tensor_cores(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """FFMA-dominated code without any MMA: matmul-like work left on the CUDA cores."""
     ffma = k.opcodes.get("FFMA", 0)
     share = _pct(ffma, k.instructions)
-    if k.uses_tensor_cores or ffma <= th["min_ffma"] or share <= th["min_ffma_pct"]:
-        return None
+    if k.uses_tensor_cores or ffma <= run.th["min_ffma"] or share <= run.th["min_ffma_pct"]:
+        return
     tiled = k.opcodes.get("LDS", 0) > 0
     severity: Severity = "warning" if tiled else "info"
     shape = ("; with shared-memory loads feeding them this looks like a tiled GEMM or convolution"
              if tiled else "")
-    return Finding(
-        rule="sass.no-tensor-cores-on-mma-like", family="tensor", severity=severity, kernel=k.name,
+    yield run.finding(
+        severity=severity, kernel=k.name,
         title="FMA-heavy kernel without tensor cores",
         diagnosis=(
             f"{k.name} has {ffma} FFMA instructions ({share}% of {k.instructions}) and no HMMA/HGMMA{shape}. "
             "If it computes matrix products, tensor cores offer several times the FP32 FMA throughput."
         ),
         evidence=[
-            _ev(k, "ffma_instructions", ffma, th["min_ffma"]), _ev(k, "ffma_pct", share, th["min_ffma_pct"], "%"),
+            _ev(k, "ffma_instructions", ffma, run.th["min_ffma"]),
+            _ev(k, "ffma_pct", share, run.th["min_ffma_pct"], "%"),
             _ev(k, "tensor_core_instructions", 0), _ev(k, "shared_loads", k.opcodes.get("LDS", 0)),
         ],
         fixes=[
@@ -167,21 +173,24 @@ def rule_no_tensor_cores(k: KernelSassStats, th: Mapping[str, float] = NO_TENSOR
     )
 
 
-def rule_mufu_heavy(k: KernelSassStats, th: Mapping[str, float] = MUFU_HEAVY) -> Finding | None:
+@rule("sass.mufu-heavy", family="instructions", scope="sass",
+      description="Many special-function (MUFU) instructions.",
+      thresholds={"min_mufu": 16, "min_mufu_pct": 10.0})
+def _mufu_heavy(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """Many MUFU (special function unit) instructions: a pipe with a fraction of the FMA rate."""
     mufu = k.special_function_instructions
     share = _pct(mufu, k.instructions)
-    if mufu < th["min_mufu"] or share < th["min_mufu_pct"]:
-        return None
-    return Finding(
-        rule="sass.mufu-heavy", family="instructions", severity="info", kernel=k.name,
+    if mufu < run.th["min_mufu"] or share < run.th["min_mufu_pct"]:
+        return
+    yield run.finding(
+        severity="info", kernel=k.name,
         title="Many special-function (MUFU) instructions",
         diagnosis=(
             f"{k.name} has {mufu} MUFU instructions ({share}% of {k.instructions}): the special function "
             "unit issues at a fraction (1/4 to 1/8) of the FP32 rate, so it can bound math-heavy loops."
         ),
-        evidence=[_ev(k, "mufu_instructions", mufu, th["min_mufu"]),
-                  _ev(k, "mufu_pct", share, th["min_mufu_pct"], "%")],
+        evidence=[_ev(k, "mufu_instructions", mufu, run.th["min_mufu"]),
+                  _ev(k, "mufu_pct", share, run.th["min_mufu_pct"], "%")],
         fixes=[
             Fix(action="Hoist transcendental calls out of loops, reuse results (one rsqrt instead of sqrt and "
                        "a division), or precompute tables.",
@@ -191,27 +200,6 @@ def rule_mufu_heavy(k: KernelSassStats, th: Mapping[str, float] = MUFU_HEAVY) ->
                 expected_effect="Moves work to faster pipes."),
         ],
     )
-
-
-def _register(rule_id: str, family: str, description: str, thresholds: Mapping[str, float],
-              fn: Callable[..., Finding | None]) -> None:
-    def run(k: KernelSassStats, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
-        f = fn(k, th)
-        return [f] if f is not None else []
-
-    rule(rule_id, family=family, scope="sass", description=description, thresholds=thresholds)(run)
-
-
-_register("sass.local-memory", "memory", "LDL/STL in the SASS: spills or stack arrays.", LOCAL_MEMORY,
-          rule_local_memory)
-_register("sass.scalar-global-loads", "memory", "Only 32-bit global loads where vectors may fit.", SCALAR_LOADS,
-          rule_scalar_global_loads)
-_register("sass.fp64-in-kernel", "instructions", "FP64 math in a float kernel (promotions).", {},
-          rule_fp64_in_kernel)
-_register("sass.no-tensor-cores-on-mma-like", "tensor", "FFMA-heavy code with no tensor-core instructions.",
-          NO_TENSOR_CORES, rule_no_tensor_cores)
-_register("sass.mufu-heavy", "instructions", "Many special-function (MUFU) instructions.", MUFU_HEAVY,
-          rule_mufu_heavy)
 
 
 def sass_findings(stats: list[KernelSassStats],

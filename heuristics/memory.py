@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from kernelscope.heuristics.registry import rule
+from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
@@ -52,25 +51,25 @@ def stall_share(k: KernelProfile, reason: str) -> tuple[float | None, float]:
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
       thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0})
-def _uncoalesced(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
     excess, total = k.num(EXCESS), k.num(TOTAL)
     spr = k.global_load_sectors_per_request
     if excess is not None and total:
         pct = 100.0 * excess / total
-        if pct < th["warning_excess_pct"]:
+        if pct < run.th["warning_excess_pct"]:
             return
-        value, metric, threshold = round(pct, 1), "excessive_global_sectors_pct", th["warning_excess_pct"]
-        sev = "high" if pct >= th["high_excess_pct"] else "warning"
+        value, metric, threshold = round(pct, 1), "excessive_global_sectors_pct", run.th["warning_excess_pct"]
+        sev = "high" if pct >= run.th["high_excess_pct"] else "warning"
         what = f"{pct:.0f}% of the {total:,.0f} L2 sectors its global accesses move are excess"
-    elif spr is not None and spr > th["sectors_per_request"]:
-        value, metric, threshold = spr, "global_load_sectors_per_request", th["sectors_per_request"]
+    elif spr is not None and spr > run.th["sectors_per_request"]:
+        value, metric, threshold = spr, "global_load_sectors_per_request", run.th["sectors_per_request"]
         sev = "high" if spr >= 16 else "warning"
         what = f"each warp-wide global load touches {spr:.1f} sectors (4 for coalesced 32-bit loads)"
     else:
         return
     line = hottest_line(k, EXCESS)
-    yield Finding(
-        rule="memory.uncoalesced-global-access", family="memory", severity=sev, kernel=k.name,  # type: ignore[arg-type]
+    yield run.finding(
+        severity=sev, kernel=k.name,  # type: ignore[arg-type]
         title="Uncoalesced global memory access", line=line, impact=min(1.0, value / 100) if metric.endswith("pct")
         else None,
         diagnosis=(f"{k.name}: {what}; neighbouring threads read addresses far apart, so most of every sector "
@@ -92,17 +91,17 @@ def _uncoalesced(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, An
 @rule("memory.dram-saturated", family="memory", scope="ncu",
       description="The kernel runs at the DRAM roof: only moving fewer bytes helps.",
       thresholds={"memory_throughput_pct": 80.0})
-def _dram(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _dram(k: KernelProfile, run: Run) -> Iterable[Finding]:
     mem = k.memory_throughput_pct
-    if mem is None or mem < th["memory_throughput_pct"]:
+    if mem is None or mem < run.th["memory_throughput_pct"]:
         return
-    yield Finding(
-        rule="memory.dram-saturated", family="memory", severity="info", kernel=k.name,
+    yield run.finding(
+        severity="info", kernel=k.name,
         title="Memory system near its peak",
         diagnosis=(f"{k.name} keeps the memory system at {mem:.0f}% of peak: it is as fast as its traffic allows. "
                    "Further speed must come from moving fewer bytes, not from more parallelism."),
         evidence=[Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", value=mem,
-                           threshold=th["memory_throughput_pct"], unit="%", source="ncu", kernel=k.name)],
+                           threshold=run.th["memory_throughput_pct"], unit="%", source="ncu", kernel=k.name)],
         fixes=[
             Fix(action="Fuse this kernel with its producer or consumer so intermediates stay on chip.",
                 expected_effect="saves one write and one read of every intermediate"),
@@ -131,28 +130,28 @@ def _sum(k: KernelProfile, names: Iterable[str]) -> float | None:
       description="Shared-memory accesses of a warp hit the same bank and are split into several wavefronts.",
       thresholds={"warning_conflict_pct": 25.0, "high_conflict_pct": 50.0, "min_wavefronts": 1000},
       metrics=(*BANK, *WAVEFRONTS, *SHARED_INST))
-def _bank_conflicts(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _bank_conflicts(k: KernelProfile, run: Run) -> Iterable[Finding]:
     conflicts, wavefronts, inst = _sum(k, BANK), _sum(k, WAVEFRONTS), _sum(k, SHARED_INST)
-    if conflicts is None or not wavefronts or wavefronts < th["min_wavefronts"]:
+    if conflicts is None or not wavefronts or wavefronts < run.th["min_wavefronts"]:
         return
     pct = 100.0 * conflicts / wavefronts
-    if pct < th["warning_conflict_pct"]:
+    if pct < run.th["warning_conflict_pct"]:
         return
     ways = wavefronts / inst if inst else None
     line = hottest_line(k, "memory_l1_wavefronts_shared_excessive", "derived__memory_l1_wavefronts_shared_excessive")
     if line is None:
         line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_mio_throttle",
                             "smsp__pcsamp_warps_issue_stalled_short_scoreboard")
-    yield Finding(
-        rule="memory.shared-bank-conflicts", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),
-        severity="high" if pct >= th["high_conflict_pct"] else "warning", title="Shared-memory bank conflicts",
+    yield run.finding(
+        kernel=k.name, line=line, impact=min(1.0, pct / 100),
+        severity="high" if pct >= run.th["high_conflict_pct"] else "warning", title="Shared-memory bank conflicts",
         diagnosis=(f"{k.name}: {pct:.0f}% of the {wavefronts:,.0f} shared-memory wavefronts are bank-conflict "
                    "replays" + (f" ({ways:.1f} wavefronts per shared instruction)" if ways else "")
                    + ": threads of a warp address the same bank, so each access is serialized"
                    + (f"; worst line {line}" if line else "") + "."),
         evidence=[Evidence(metric="+".join(BANK), value=conflicts, source="ncu", kernel=k.name, line=line),
                   Evidence(metric="bank_conflict_pct_of_wavefronts", value=round(pct, 1),
-                           threshold=th["warning_conflict_pct"], unit="%", source="ncu", kernel=k.name),
+                           threshold=run.th["warning_conflict_pct"], unit="%", source="ncu", kernel=k.name),
                   Evidence(metric="wavefronts_per_shared_instruction", value=round(ways, 2) if ways else None,
                            threshold=1.0, source="ncu", kernel=k.name)],
         fixes=[Fix(action="Pad the shared array's row by one element (e.g. tile[32][33]) so column accesses fall "
@@ -179,18 +178,19 @@ LOCAL_BY_LINE = (("memory_l2_theoretical_sectors_local", "sectors", "the line th
 @rule("memory.local-memory-traffic", family="memory", scope="ncu",
       description="Local memory (register spills, stack arrays) makes up a real share of the memory traffic.",
       thresholds={"warning_pct": 5.0, "high_pct": 25.0},
-      metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"))
-def _local(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+      metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"),
+      context=('ptxas',))
+def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
     local, glob = _sum(k, LOCAL), _sum(k, GLOBAL)
     if not local:
         return
     pct = 100.0 * local / (local + (glob or 0.0))
-    if pct < th["warning_pct"]:
+    if pct < run.th["warning_pct"]:
         return
-    ptx = ctx.get("ptxas", {}).get(k.mangled_name)
+    ptx = run.ctx.get("ptxas", {}).get(k.mangled_name)
     ev = [Evidence(metric="+".join(LOCAL), value=local, unit="sectors", source="ncu", kernel=k.name),
-          Evidence(metric="local_share_of_l1_sectors_pct", value=round(pct, 1), threshold=th["warning_pct"], unit="%",
-                   source="ncu", kernel=k.name)]
+          Evidence(metric="local_share_of_l1_sectors_pct", value=round(pct, 1), threshold=run.th["warning_pct"],
+                   unit="%", source="ncu", kernel=k.name)]
     spill = ""
     if ptx is not None:
         ev += [Evidence(metric="spill_stores_bytes", value=ptx.spill_stores_bytes, unit="B", source="ptxas",
@@ -213,9 +213,9 @@ def _local(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) ->
             ev.append(Evidence(metric=counter, value=hot.counters[counter], unit=unit, source="ncu", kernel=k.name,
                                line=line))
             break
-    yield Finding(
-        rule="memory.local-memory-traffic", family="memory", kernel=k.name, line=line, impact=min(1.0, pct / 100),
-        severity="high" if pct >= th["high_pct"] else "warning", title="Local-memory traffic (spills/stack)",
+    yield run.finding(
+        kernel=k.name, line=line, impact=min(1.0, pct / 100),
+        severity="high" if pct >= run.th["high_pct"] else "warning", title="Local-memory traffic (spills/stack)",
         diagnosis=(f"{k.name}: {pct:.0f}% of the L1 sectors it moves are local memory ({local:,.0f} sectors){spill}. "
                    "Local memory is per-thread storage in DRAM behind L1: every access costs global latency"
                    + (f"; {how} is {line}" if line else "") + "."),
@@ -240,27 +240,27 @@ LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_o
       thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0},
       metrics=(*ATOM_REQ, "smsp__inst_executed.sum", *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
-def _atomics(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     req, inst = _sum(k, ATOM_REQ), k.num("smsp__inst_executed.sum")
     if not req or not inst:
         return
     share_pct = 100.0 * req / inst
-    if share_pct < th["min_atomic_share_pct"]:
+    if share_pct < run.th["min_atomic_share_pct"]:
         return
     best = None
     for m in LTS_ATOM:
         avg, mx = k.num(f"{m}.avg"), k.num(f"{m}.max")
         if avg and mx is not None and (best is None or mx / avg > best[1]):
             best = (m, mx / avg, mx, k.num(f"{m}.sum"))
-    if best is None or best[1] < th["slice_imbalance"]:
+    if best is None or best[1] < run.th["slice_imbalance"]:
         return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
     line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar",
                         "smsp__pcsamp_warps_issue_stalled_long_scoreboard", "smsp__pcsamp_warps_issue_stalled_drain")
-    yield Finding(
-        rule="memory.atomic-contention", family="memory", kernel=k.name, line=line,
-        severity="high" if imbalance >= 2 * th["slice_imbalance"] else "warning", impact=0.8,
+    yield run.finding(
+        kernel=k.name, line=line,
+        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] else "warning", impact=0.8,
         title="Atomic contention on few addresses",
         diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests ({share_pct:.1f} per 100 warp "
                    f"instructions), and the busiest L2 slice receives {imbalance:.0f}x the average"
@@ -268,7 +268,7 @@ def _atomics(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) 
                    + ": threads update the same address, so the updates serialize in one slice"
                    + (f"; worst line {line}" if line else "") + "."),
         evidence=[Evidence(metric="+".join(ATOM_REQ), value=req, source="ncu", kernel=k.name, line=line),
-                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1), threshold=th["slice_imbalance"],
+                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1), threshold=run.th["slice_imbalance"],
                            source="ncu", kernel=k.name)],
         fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "
                           "a block-level partial in shared memory, then one atomicAdd per block.",
@@ -289,19 +289,20 @@ LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_se
       thresholds={"max_sectors_per_request": 4.5, "min_memory_pct": 40.0, "max_excess_pct": 10.0},
       metrics=(LD_REQ, LD_SEC, "smsp__sass_inst_executed_op_global_ld.sum", "sm__inst_executed_pipe_lsu.avg."
                "pct_of_peak_sustained_active"),
-      supersedes=("sass.scalar-global-loads",))
-def _nonvec(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+      supersedes=("sass.scalar-global-loads",), context=('sass',))
+def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
     spr, mem = k.global_load_sectors_per_request, k.memory_throughput_pct
-    if spr is None or mem is None or spr > th["max_sectors_per_request"] or spr < 1.0 or mem < th["min_memory_pct"]:
+    if (spr is None or mem is None or spr > run.th["max_sectors_per_request"] or spr < 1.0
+            or mem < run.th["min_memory_pct"]):
         return
     excess, total = k.num(EXCESS), k.num(TOTAL)
-    if excess is not None and total and 100.0 * excess / total > th["max_excess_pct"]:
+    if excess is not None and total and 100.0 * excess / total > run.th["max_excess_pct"]:
         return  # not a width problem: the uncoalesced rule speaks
-    sass = ctx.get("sass", {}).get(k.mangled_name)
-    ev = [Evidence(metric="global_load_sectors_per_request", value=spr, threshold=th["max_sectors_per_request"],
+    sass = run.ctx.get("sass", {}).get(k.mangled_name)
+    ev = [Evidence(metric="global_load_sectors_per_request", value=spr, threshold=run.th["max_sectors_per_request"],
                    source="ncu", kernel=k.name),
           Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", value=mem,
-                   threshold=th["min_memory_pct"], unit="%", source="ncu", kernel=k.name),
+                   threshold=run.th["min_memory_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric="sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
                    value=k.num("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"), unit="%",
                    source="ncu", kernel=k.name)]
@@ -310,8 +311,8 @@ def _nonvec(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -
             f"{w}: {n}" for w, n in sorted(sass.memory.loads_by_width.items())), source="sass", kernel=k.name))
     line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle",
                         "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
-    yield Finding(
-        rule="memory.non-vectorized-access", family="memory", kernel=k.name, line=line, severity="warning",
+    yield run.finding(
+        kernel=k.name, line=line, severity="warning",
         impact=0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",
         diagnosis=(f"{k.name}: its global loads touch {spr:.1f} sectors per warp request, i.e. 4 bytes per thread "
                    f"per instruction, while the memory system runs at {mem:.0f}% of peak: 4x more load/store "
@@ -331,24 +332,24 @@ def _nonvec(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -
       description="Warps wait on memory while both L1 and L2 miss most of the time.",
       thresholds={"max_l1_hit_pct": 20.0, "max_l2_hit_pct": 50.0, "min_long_scoreboard_share_pct": 30.0},
       metrics=("l1tex__t_sector_hit_rate.pct", "lts__t_sector_hit_rate.pct"))
-def _cache(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _cache(k: KernelProfile, run: Run) -> Iterable[Finding]:
     l1, l2 = k.l1_hit_rate_pct, k.l2_hit_rate_pct
     ls, _ = stall_share(k, "long_scoreboard")
     if l1 is None or l2 is None or ls is None:
         return
-    if l1 > th["max_l1_hit_pct"] or l2 > th["max_l2_hit_pct"] or ls < th["min_long_scoreboard_share_pct"]:
+    if l1 > run.th["max_l1_hit_pct"] or l2 > run.th["max_l2_hit_pct"] or ls < run.th["min_long_scoreboard_share_pct"]:
         return
     if (k.memory_throughput_pct or 0) >= 80:
         return  # at the roof: the dram-saturated finding says what to do
-    yield Finding(
-        rule="memory.low-cache-hit-rate", family="memory", kernel=k.name, severity="info", impact=0.3,
+    yield run.finding(
+        kernel=k.name, severity="info", impact=0.3,
         title="Memory stalls with low cache hit rates",
         line=hottest_line(k, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
         diagnosis=(f"{k.name}: L1 hits {l1:.0f}% and L2 {l2:.0f}% of sectors while {ls:.0f}% of stall cycles wait "
                    "on memory: data is rarely reused on chip."),
-        evidence=[Evidence(metric="l1tex__t_sector_hit_rate.pct", value=l1, threshold=th["max_l1_hit_pct"], unit="%",
-                           source="ncu", kernel=k.name),
-                  Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=th["max_l2_hit_pct"], unit="%",
+        evidence=[Evidence(metric="l1tex__t_sector_hit_rate.pct", value=l1, threshold=run.th["max_l1_hit_pct"],
+                           unit="%", source="ncu", kernel=k.name),
+                  Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=run.th["max_l2_hit_pct"], unit="%",
                            source="ncu", kernel=k.name),
                   Evidence(metric="long_scoreboard_stall_share_pct", value=round(ls, 1), unit="%", source="ncu",
                            kernel=k.name)],
@@ -364,23 +365,23 @@ def _cache(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) ->
       thresholds={"max_l2_hit_pct": 35.0, "min_dram_pct": 30.0},
       metrics=("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sector_hit_rate.pct",
                "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
-def _l2(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
     l2, req = k.l2_hit_rate_pct, k.num("lts__t_sectors_srcunit_tex_op_read.sum")
     dram, dram_pct = k.dram_bytes_read, k.num("dram__throughput.avg.pct_of_peak_sustained_elapsed")
     if l2 is None or req is None or not dram or dram_pct is None:
         return
-    if l2 > th["max_l2_hit_pct"] or dram_pct < th["min_dram_pct"]:
+    if l2 > run.th["max_l2_hit_pct"] or dram_pct < run.th["min_dram_pct"]:
         return
     ratio = req * 32 / dram  # bytes requested from L2 per byte read from DRAM
     if ratio < 1.5:
         return  # streaming: each byte is used once, so there is no reuse to lose
-    yield Finding(
-        rule="memory.l2-thrash", family="memory", kernel=k.name, severity="warning", impact=0.4,
+    yield run.finding(
+        kernel=k.name, severity="warning", impact=0.4,
         title="L2 thrashing: reused data is evicted before its reuse",
         diagnosis=(f"{k.name}: the SMs request {ratio:.1f} bytes from L2 per byte read from DRAM, so data is "
                    f"reused, yet L2 hits only {l2:.0f}% and DRAM runs at {dram_pct:.0f}%: the working set between "
                    "reuses exceeds L2."),
-        evidence=[Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=th["max_l2_hit_pct"], unit="%",
+        evidence=[Evidence(metric="lts__t_sector_hit_rate.pct", value=l2, threshold=run.th["max_l2_hit_pct"], unit="%",
                            source="ncu", kernel=k.name),
                   Evidence(metric="l2_request_bytes_per_dram_byte", value=round(ratio, 2), threshold=1.5,
                            source="ncu", kernel=k.name)],

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from kernelscope.heuristics.registry import rule
+from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
 _LIMITERS = {
@@ -19,20 +18,20 @@ _LIMITERS = {
 @rule("occupancy.low-theoretical", family="occupancy", scope="ncu",
       description="The launch configuration caps resident warps below half the SM's maximum.",
       thresholds={"theoretical_pct": 50.0})
-def _low_theoretical(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo = k.theoretical_occupancy_pct
-    if theo is None or theo >= th["theoretical_pct"]:
+    if theo is None or theo >= run.th["theoretical_pct"]:
         return
     limits = {m: k.metrics[m].value for m in _LIMITERS if m in k.metrics and isinstance(k.metrics[m].value,
                                                                                         (int, float))}
     limiter = min(limits, key=lambda m: limits[m]) if limits else None  # type: ignore[arg-type, return-value]
     why = _LIMITERS.get(limiter or "", "an unknown resource")
-    yield Finding(
-        rule="occupancy.low-theoretical", family="occupancy", severity="warning", kernel=k.name,
+    yield run.finding(
+        severity="warning", kernel=k.name,
         title="Low theoretical occupancy",
         diagnosis=f"{k.name}: at most {theo:.0f}% of the SM's warps can be resident, limited by {why}.",
         evidence=[Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo,
-                           threshold=th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
+                           threshold=run.th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
         + [Evidence(metric=m, value=v, unit="blocks", source="ncu", kernel=k.name) for m, v in limits.items()],
         fixes=[Fix(action="Relieve the limiter: fewer registers (__launch_bounds__), less shared memory per "
                           "block, or larger blocks.", expected_effect="more warps to hide latency")],
@@ -42,19 +41,19 @@ def _low_theoretical(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str
 @rule("occupancy.achieved-below-theoretical", family="occupancy", scope="ncu",
       description="Far fewer warps are resident on average than the launch allows (imbalance, tails).",
       thresholds={"ratio": 0.7, "min_theoretical_pct": 50.0})
-def _achieved(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _achieved(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
-    if ach is None or theo is None or theo < th["min_theoretical_pct"] or ach >= th["ratio"] * theo:
+    if ach is None or theo is None or theo < run.th["min_theoretical_pct"] or ach >= run.th["ratio"] * theo:
         return
     waves = k.waves_per_sm
-    yield Finding(
-        rule="occupancy.achieved-below-theoretical", family="occupancy", severity="warning", kernel=k.name,
+    yield run.finding(
+        severity="warning", kernel=k.name,
         title="Achieved occupancy well below theoretical",
         diagnosis=(f"{k.name}: {ach:.0f}% of warps resident on average vs {theo:.0f}% possible"
                    + (f" over {waves:.2f} waves" if waves is not None else "")
                    + ": blocks finish unevenly or the last wave is partial."),
         evidence=[Evidence(metric="sm__warps_active.avg.pct_of_peak_sustained_active", value=ach,
-                           threshold=round(th["ratio"] * theo, 1), unit="%", source="ncu", kernel=k.name),
+                           threshold=round(run.th["ratio"] * theo, 1), unit="%", source="ncu", kernel=k.name),
                   Evidence(metric="launch__waves_per_multiprocessor", value=waves, source="ncu", kernel=k.name)],
         fixes=[Fix(action="Balance work per block (grid-stride loops, a persistent grid sized to the SM count).",
                    expected_effect="fewer idle SMs in the tail")],
@@ -65,11 +64,11 @@ def _achieved(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
       description="Registers per thread are what caps resident warps (below the threshold).",
       thresholds={"theoretical_pct": 50.0, "high_theoretical_pct": 25.0},
       supersedes=("occupancy.low-theoretical", "ptxas.register-limited-occupancy"))
-def _reg_limited(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _reg_limited(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo, regs = k.theoretical_occupancy_pct, k.registers_per_thread
     limits = {m: k.num(m) for m in _LIMITERS}
     reg_limit = limits.get("launch__occupancy_limit_registers")
-    if theo is None or regs is None or reg_limit is None or theo >= th["theoretical_pct"]:
+    if theo is None or regs is None or reg_limit is None or theo >= run.th["theoretical_pct"]:
         return
     others = [v for m, v in limits.items() if m != "launch__occupancy_limit_registers" and v is not None]
     if others and reg_limit > min(others):
@@ -77,9 +76,9 @@ def _reg_limited(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, An
     ach = k.achieved_occupancy_pct
     block = k.block_size or 0
     target_regs = max(32, (65536 // max(1, 2 * block)) // 8 * 8) if block else None
-    yield Finding(
-        rule="occupancy.register-limited", family="occupancy", kernel=k.name, impact=round(1 - theo / 100, 2),
-        severity="high" if theo <= th["high_theoretical_pct"] else "warning",
+    yield run.finding(
+        kernel=k.name, impact=round(1 - theo / 100, 2),
+        severity="high" if theo <= run.th["high_theoretical_pct"] else "warning",
         title="Occupancy limited by registers",
         diagnosis=(f"{k.name} uses {regs} registers per thread, so only {reg_limit:.0f} block(s) of {block} "
                    f"threads fit per SM: theoretical occupancy {theo:.0f}%"
@@ -89,7 +88,7 @@ def _reg_limited(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, An
                   Evidence(metric="launch__occupancy_limit_registers", value=reg_limit, unit="blocks", source="ncu",
                            kernel=k.name),
                   Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo,
-                           threshold=th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
+                           threshold=run.th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
         + [Evidence(metric=m, value=v, unit="blocks", source="ncu", kernel=k.name) for m, v in limits.items()
            if m != "launch__occupancy_limit_registers" and v is not None],
         fixes=[Fix(action=f"Cap registers with __launch_bounds__({block}, 2..4)" + (

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from kernelscope.heuristics.memory import hottest_line, stall_share
-from kernelscope.heuristics.registry import rule
+from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
 # reason -> (meaning, [(fix, expected effect), ...])
@@ -57,7 +56,7 @@ _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "d
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
       description="One warp-stall reason accounts for most of the time warps spend not issuing.",
       thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_memory_pct": 80.0})
-def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
     total = sum(stalls.values())
     if total <= 0:
@@ -67,14 +66,14 @@ def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
     if reason is None or reason not in _MEANING or reason == "barrier":  # barrier: stalls.barrier-heavy
         return
     share = 100.0 * cycles / total
-    if share < th["min_share_pct"] or cycles < th["min_cycles_per_issue"]:
+    if share < run.th["min_share_pct"] or cycles < run.th["min_cycles_per_issue"]:
         return
     meaning, fixes = _MEANING[reason]
     mem = k.memory_throughput_pct
-    saturated = reason in ("long_scoreboard", "lg_throttle") and mem is not None and mem >= th["saturated_memory_pct"]
+    saturated = (reason in ("long_scoreboard", "lg_throttle") and mem is not None
+                 and mem >= run.th["saturated_memory_pct"])
     line = hottest_line(k, f"smsp__pcsamp_warps_issue_stalled_{reason}")
-    yield Finding(
-        rule="stalls.dominant-stall-reason", family="stalls",
+    yield run.finding(
         severity="info" if saturated else "warning" if share < 70 else "high",
         kernel=k.name, line=line, impact=round(share / 100, 3), title=f"Dominant stall: {reason.replace('_', ' ')}",
         diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
@@ -83,7 +82,7 @@ def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
                       if saturated else "")),
         evidence=[Evidence(metric=f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
                            value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),
-                  Evidence(metric="stall_share_pct", value=round(share, 1), threshold=th["min_share_pct"], unit="%",
+                  Evidence(metric="stall_share_pct", value=round(share, 1), threshold=run.th["min_share_pct"], unit="%",
                            source="ncu", kernel=k.name)],
         fixes=[Fix(action=a, expected_effect=e) for a, e in fixes],
     )
@@ -93,20 +92,20 @@ def _dominant(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any])
       description="Warps spend a large share of their stalls waiting at __syncthreads.",
       thresholds={"min_share_pct": 25.0, "high_share_pct": 40.0},
       metrics=("launch__barrier_count", "smsp__inst_executed_op_bar.sum"))
-def _barrier(k: KernelProfile, th: Mapping[str, float], ctx: Mapping[str, Any]) -> Iterable[Finding]:
+def _barrier(k: KernelProfile, run: Run) -> Iterable[Finding]:
     pct, cycles = stall_share(k, "barrier")
-    if pct is None or cycles <= 0 or pct < th["min_share_pct"]:
+    if pct is None or cycles <= 0 or pct < run.th["min_share_pct"]:
         return
     line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_barrier")
-    yield Finding(
-        rule="stalls.barrier-heavy", family="stalls", kernel=k.name, line=line, impact=round(pct / 100, 3),
-        severity="high" if pct >= th["high_share_pct"] else "warning", title="Barrier-heavy synchronization",
+    yield run.finding(
+        kernel=k.name, line=line, impact=round(pct / 100, 3),
+        severity="high" if pct >= run.th["high_share_pct"] else "warning", title="Barrier-heavy synchronization",
         diagnosis=(f"{k.name}: {pct:.0f}% of stall cycles ({cycles:.1f} per issued instruction) are warps waiting at "
                    "__syncthreads for the rest of their block: steps with little work between barriers, or only "
                    "some warps working while all wait" + (f"; worst line {line}" if line else "") + "."),
         evidence=[Evidence(metric="smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", value=cycles,
                            unit="cycles/issue", source="ncu", kernel=k.name, line=line),
-                  Evidence(metric="barrier_stall_share_pct", value=round(pct, 1), threshold=th["min_share_pct"],
+                  Evidence(metric="barrier_stall_share_pct", value=round(pct, 1), threshold=run.th["min_share_pct"],
                            unit="%", source="ncu", kernel=k.name)],
         fixes=[Fix(action="Finish reductions inside warps with __shfl_down_sync (no barrier needed below 32 "
                           "threads), keeping one __syncthreads per block-level step.",

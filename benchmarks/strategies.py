@@ -219,9 +219,11 @@ def profile(out: Path, problems: list[str], timeout_s: float) -> None:
     import torch
 
     from kernelscope.config import get_settings
+    from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, diagnose_stages
     from kernelscope.measure.collector import DeepRequest, collected_profile, run_collector
+    from kernelscope.measure.stages import collector_totals as _collector_totals
+    from kernelscope.measure.stages import deep_metrics
     from kernelscope.sandbox.gpu import gpu_pool
-    from kernelscope.tools.analyze import COLLECTOR_METRICS, _collector_totals, deep_metrics, diagnose_stages
     from kernelscope.tools.run import job_env
 
     s = get_settings()

@@ -92,7 +92,7 @@ def main() -> int:
     use_private_store()
     from kernelscope.measure.cupti import build_tracer
     from kernelscope.measure.timeline import load_cupti
-    from kernelscope.tools.nsys_trace import diagnose_timeline
+    from kernelscope.measure.trace import diagnose_timeline
 
     t0 = time.perf_counter()
     lib = build_tracer()

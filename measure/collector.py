@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from kernelscope.config import Settings
+from kernelscope.measure.cupti import build_metrics_collector
 from kernelscope.measure.ncu import KEY_METRICS, derived_fields, key_fields, rule_metrics
 from kernelscope.models import KernelProfile, KernelResources, MetricValue, Profile, SourceLineCounters
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
@@ -246,8 +247,6 @@ def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[
                   s: Settings, cancel: threading.Event | None, *, max_launches: int = 64,
                   deep: DeepRequest | None = None) -> tuple[ProcessResult, Collected]:
     """Run ``argv`` once with the collector injected; (process result, what it collected)."""
-    from kernelscope.measure.cupti import build_metrics_collector
-
     lib = build_metrics_collector(s)
     out = ws / "metrics"
     out.mkdir(exist_ok=True)

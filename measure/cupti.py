@@ -16,7 +16,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import NotAvailable
+from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.toolchain import ToolMissing, require, tool_info
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cupti_trace.cpp"
@@ -58,10 +58,8 @@ class CuptiPaths:
 def _nvcc_top(nvcc: Path) -> Path | None:
     """The toolkit root nvcc itself reports (``#$ TOP=...`` of a dry run): right even when the nvcc
     on PATH is a wrapper script rather than a link into the toolkit."""
-    try:
-        r = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-E", os.devnull], capture_output=True, text=True,
-                           timeout=30, cwd=tempfile.gettempdir(), check=False)
-    except (OSError, subprocess.SubprocessError):
+    r = _run([str(nvcc), "--dryrun", "-x", "cu", "-E", os.devnull], Path(tempfile.gettempdir()), 30)
+    if r.returncode is None or r.timed_out or _not_started(r):
         return None
     m = re.search(r"^#\$ TOP=(.+)$", r.stdout + r.stderr, re.MULTILINE)
     return Path(m.group(1).strip()).resolve() if m else None
@@ -140,6 +138,16 @@ def cupti_paths() -> CuptiPaths:
 
 
 # ---------------------------------------------------------------------------------------- building
+def _run(argv: list[str], cwd: Path, timeout_s: float) -> ProcessResult:
+    """A build step (nvcc, the load probe) through the sandbox's launcher, in the server's CUDA environment."""
+    return run_process(argv, cwd=cwd, env=build_env(), limits=Limits(wall_s=timeout_s, output_bytes=4 << 20))
+
+
+def _not_started(r: ProcessResult) -> bool:
+    """The launcher could not execute the command (it exits 127 and says so)."""
+    return r.returncode == 127 and "kernelscope sandbox: cannot execute" in r.stderr
+
+
 def _build_key(source: bytes, nvcc_version: str, library: Path) -> str:
     h = hashlib.sha256()
     for part in (source, nvcc_version.encode(), str(library).encode()):
@@ -158,14 +166,13 @@ def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path, source: Path, library
     argv = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-O2", "-std=c++17",
             "-I", str(paths.include_dir), str(source), "-o", str(out_dir / library_name),
             "-L", str(link_dir), "-lcupti", "-ldl", f"-Xlinker=-rpath,{paths.lib_dir}"]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=out_dir, check=False)
-    except subprocess.TimeoutExpired:
+    r = _run(argv, out_dir, BUILD_TIMEOUT_S)
+    if r.timed_out:
         raise NotAvailable(what, f"building {library_name} took longer than {BUILD_TIMEOUT_S:.0f} s",
-                           "retry on a less loaded machine") from None
-    except OSError as e:
-        raise NotAvailable(what, f"nvcc could not be started ({e})",
-                           "check the CUDA toolkit install") from None
+                           "retry on a less loaded machine")
+    if r.returncode is None or _not_started(r):
+        raise NotAvailable(what, f"nvcc could not be started ({r.stderr.strip()[:300]})",
+                           "check the CUDA toolkit install")
     if r.returncode != 0 or not (out_dir / library_name).is_file():
         head = "\n".join((r.stderr + r.stdout).strip().splitlines()[:15]) or f"exit status {r.returncode}"
         raise NotAvailable(what, f"{library_name} did not build:\n{head}\n",
@@ -175,8 +182,7 @@ def _compile(nvcc: Path, paths: CuptiPaths, out_dir: Path, source: Path, library
     # the driver loads an injection library silently: one that cannot load (an unresolved symbol) would
     # collect nothing and say nothing, so it is loaded once here, in a child process, before it is used
     probe = "import ctypes, sys; ctypes.CDLL(sys.argv[1])"
-    r = subprocess.run([sys.executable, "-c", probe, str(out_dir / library_name)], capture_output=True, text=True,
-                       timeout=60, check=False)
+    r = _run([sys.executable, "-c", probe, str(out_dir / library_name)], out_dir, 60)
     if r.returncode != 0:
         err = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         raise NotAvailable(what, f"{library_name} built but does not load ({err[:300]})",

@@ -12,8 +12,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from kernelscope.artifacts import check_id, get_store
+from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
+from kernelscope.heuristics import REGISTRY, load_all
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
+from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
 KEY_METRICS: dict[str, str] = {
@@ -57,8 +61,6 @@ _RULE_TYPES = {0: "info", 1: "warning", 2: "optimization", 3: "error", 4: "ok"}
 
 def rule_metrics() -> list[str]:
     """Every metric a KernelProfile keeps: the fixed list plus what each registered rule declares."""
-    from kernelscope.heuristics import REGISTRY, load_all
-
     load_all()
     out = list(RULE_METRICS)
     for r in REGISTRY.values():
@@ -189,10 +191,6 @@ MAX_REPORT_BYTES = 2 << 30
 def load_user_report(path: str) -> Profile:
     """Load a report a client names: the id of a report artifact (from ncu_profile or analyze), or a
     path under the allowed roots to an .ncu-rep of at most 2 GiB."""
-    from kernelscope.artifacts import check_id, get_store
-    from kernelscope.config import get_settings
-    from kernelscope.sandbox.paths import resolve_user_path
-
     try:
         report_id = check_id(path)
     except InputError:  # not an id: a path

@@ -519,6 +519,7 @@ async def ncu_profile_tool(
     the Nsight Compute UI). Counter-permission errors, a missing ncu and filters that match nothing come
     back explained, with the fix. Prefer `analyze` unless you need specific sections."""
     from kernelscope.tools import analyze as prof
+    from kernelscope.tools.ncu_profile import ncu_profile
 
     if artifact_id is None and candidate is None and candidate_path is None:
         raise ToolError("Give a target: `artifact_id` (an executable from compile), or a reference and a candidate.")
@@ -532,7 +533,7 @@ async def ncu_profile_tool(
         raise ToolError(f"Invalid ncu_profile request: {e}") from None
     progress = Progress(ctx, "profiling")
     await progress.start()
-    result = await _call(prof.ncu_profile, req, cancellable=True, on_wait=progress.on_wait(), progress=progress)
+    result = await _call(ncu_profile, req, cancellable=True, on_wait=progress.on_wait(), progress=progress)
     await progress.done(result.status)
     return _result(result, profile_summary(result))
 

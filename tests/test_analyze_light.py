@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,14 +17,15 @@ import pytest
 from kernelscope.errors import NotAvailable
 from kernelscope.measure import collector as metrics_mod
 from kernelscope.measure.collector import Collected, load_collected
+from kernelscope.measure.stages import COLLECTOR_METRICS, collector_request
 from kernelscope.measure.timeline import load_cupti
+from kernelscope.measure.trace import Traced, diagnose_timeline
 from kernelscope.models import AnalyzeStage, NcuCapture
 from kernelscope.sandbox.gpu import Lease
 from kernelscope.sandbox.process import ProcessResult
 from kernelscope.tools import analyze as profiling
-from kernelscope.tools.analyze import COLLECTOR_METRICS, AnalyzeRequest, analyze, collector_request
+from kernelscope.tools.analyze import AnalyzeRequest, TraceStage, analyze
 from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.nsys_trace import diagnose_timeline
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -50,9 +52,10 @@ class Device:
         def lease(*_a: Any, **_k: Any) -> Iterator[Lease]:
             yield Lease(index=0, visible="0", waited_s=0.0)
 
-        def trace_stage(*_a: Any, **_k: Any) -> tuple[AnalyzeStage, Any, list[str]]:
+        def trace_stage(*_a: Any, **_k: Any) -> TraceStage:
             tl = load_cupti(FIX / "trace" / "many-tiny-launches")
-            return AnalyzeStage(name="trace", tool="cupti", wall_s=0.4), (*diagnose_timeline(tl), tl), []
+            stage = AnalyzeStage(name="trace", tool="cupti", wall_s=0.4)
+            return TraceStage(stage, Traced(*diagnose_timeline(tl), tl), [])
 
         def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[str], *_a: Any,
                           **k: Any) -> tuple[ProcessResult, Collected]:
@@ -70,8 +73,8 @@ class Device:
                             report)
             return NcuCapture(name=name, wall_s=1.0), report
 
-        monkeypatch.setattr(profiling, "_lease", lease)
-        monkeypatch.setattr(profiling, "_ncu_binary", lambda: Path("ncu"))
+        monkeypatch.setattr(profiling, "gpu_lease", lease)
+        monkeypatch.setattr(profiling, "ncu_binary", lambda: Path("ncu"))
         monkeypatch.setattr(profiling, "tracer_available", lambda: True)
         monkeypatch.setattr(profiling, "_trace_stage", trace_stage)
         monkeypatch.setattr(profiling, "run_capture", run_capture)
@@ -170,5 +173,6 @@ def test_nsight_computes_deep_capture_picks_the_launches_by_mode(monkeypatch: py
     monkeypatch.setattr(profiling, "run_capture", run_capture)
     req = AnalyzeRequest(artifact_id="x") if mode == "program" else AnalyzeRequest(reference="r.py", candidate="c.py")
     assert req.mode == mode
-    profiling._ncu_deep_capture(None, Path("."), None, None, req, ["a", "b+"], ["WarpStateStats"], [], None)  # type: ignore[arg-type]
+    a = SimpleNamespace(prep=None, ws=Path("."), env={}, req=req, cancel=None)
+    profiling._ncu_deep_capture(a, ["a", "b+"], ["WarpStateStats"], [])  # type: ignore[arg-type]
     assert seen == {"kid": kid, "count": count, "sections": ["WarpStateStats"], "source": True}

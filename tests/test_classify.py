@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.heuristics.classify import classify, peaks_for
 from kernelscope.measure.ncu import load_profile
 from kernelscope.models import KernelProfile
-from kernelscope.tools.classify import classify, peaks_for
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 

@@ -11,20 +11,14 @@ from pathlib import Path
 import pytest
 
 from kernelscope.heuristics import run_rules
+from kernelscope.heuristics.classify import MIN_DURATION_NS, classify
+from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, diagnose_stages, stage2_plan, trace_totals
 from kernelscope.measure.collector import OCCUPANCY_LIMITS, collected_profile, load_collected, source_counters
 from kernelscope.measure.ncu import load_profile
+from kernelscope.measure.stages import collector_request, collector_totals
 from kernelscope.measure.timeline import load_cupti
+from kernelscope.measure.trace import diagnose_timeline
 from kernelscope.models import CompileResult, KernelResources, SassResult
-from kernelscope.tools.analyze import (
-    COLLECTOR_METRICS,
-    _collector_totals,
-    _trace_totals,
-    collector_request,
-    diagnose_stages,
-    stage2_plan,
-)
-from kernelscope.tools.classify import MIN_DURATION_NS, classify
-from kernelscope.tools.nsys_trace import diagnose_timeline
 
 REPO = Path(__file__).resolve().parent.parent
 PLANTED = REPO / "examples" / "planted"
@@ -130,7 +124,7 @@ def test_the_planted_answers_hold_with_the_collector_as_the_light_stage(case: st
     sass = SassResult.model_validate_json((d / "sass.json").read_text())
     totals = None
     if case in TRACES:  # the collector profiles one launch per configuration: the trace counts them all
-        totals = _trace_totals((*diagnose_timeline(load_cupti(FIX / "trace" / TRACES[case])), None))
+        totals = trace_totals(diagnose_timeline(load_cupti(FIX / "trace" / TRACES[case])).summary)
     diags, _ = diagnose_stages(light, deep, deep_kernels=4, sass=sass.kernels,
                                ptxas=list(_resources(case).values()), totals=totals)
     _assert_planted_answer(case, diags)
@@ -145,7 +139,7 @@ def test_the_planted_answers_hold_from_the_collector_alone(case: str) -> None:
                                                              .splitlines()})
     sass = SassResult.model_validate_json((FIX / "planted" / case / "sass.json").read_text())
     diags, _ = diagnose_stages(light, None, deep_kernels=4, sass=sass.kernels, ptxas=list(_resources(case).values()),
-                               totals=_collector_totals(got, light))
+                               totals=collector_totals(got, light))
     line = _assert_planted_answer(case, diags)
     assert line is None or "`" in line  # with the line's code, from the compiled source
 

@@ -10,11 +10,12 @@ import pytest
 
 from kernelscope.artifacts import get_store
 from kernelscope.config import ensure_dirs
+from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, STAGE1_METRICS
 from kernelscope.measure.collector import collected_profile, run_collector
 from kernelscope.measure.ncu import load_profile
+from kernelscope.measure.stages import collector_request
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.toolchain import require
-from kernelscope.tools.analyze import COLLECTOR_METRICS, STAGE1_METRICS, collector_request
 from kernelscope.tools.compile import CompileRequest, compile_cuda
 from kernelscope.tools.run import job_env, stage_program
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.heuristics.pipeline import diagnose_stages, stage2_plan
 from kernelscope.measure.ncu import load_profile
 from kernelscope.models import AnalyzeResult, CompileResult, KernelDiagnosis, SassResult
-from kernelscope.tools.analyze import diagnose_stages, stage2_plan
 
 REPO = Path(__file__).resolve().parent.parent
 PLANTED = REPO / "examples" / "planted"
@@ -76,9 +76,9 @@ def test_trace_counts_stand_in_for_a_light_stage_of_first_launches() -> None:
     """analyze's many-launch path: the light stage profiles only each kernel's first launch and the
     CUPTI trace of the same program supplies every launch's count and duration. Replayed from the
     case-12 light capture cut down to one launch per kernel, with the recorded H100 trace."""
+    from kernelscope.heuristics.pipeline import trace_totals
     from kernelscope.measure.timeline import load_cupti
-    from kernelscope.tools.analyze import _trace_totals
-    from kernelscope.tools.nsys_trace import diagnose_timeline
+    from kernelscope.measure.trace import diagnose_timeline
 
     d = FIX / "12-many-tiny-launches"
     light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
@@ -86,7 +86,7 @@ def test_trace_counts_stand_in_for_a_light_stage_of_first_launches() -> None:
     firsts = [k for k in light.kernels if not (k.mangled_name in seen or seen.add(k.mangled_name))]
     assert len(firsts) == 2
     traced = (*diagnose_timeline(load_cupti(FIX.parent / "trace" / "many-tiny-launches")), None)
-    totals = _trace_totals(traced)
+    totals = trace_totals(traced[0])
     assert totals is not None and totals["slice_scale_bias"][0] == 256
     diags, groups = diagnose_stages(light.model_copy(update={"kernels": firsts}), deep, deep_kernels=4,
                                     totals=totals)
@@ -101,9 +101,8 @@ def test_trace_counts_stand_in_for_a_light_stage_of_first_launches() -> None:
 def test_light_stage_scope_counts_launch_configurations_from_the_trace() -> None:
     """The recorded 257-launch trace has two kernels, each always launched with one grid and block: the
     light stage then profiles two launches (one per configuration)."""
-    from kernelscope.measure.timeline import load_cupti
-    from kernelscope.tools.analyze import _launch_configs
+    from kernelscope.measure.timeline import launch_configs, load_cupti
 
     tl = load_cupti(FIX.parent / "trace" / "many-tiny-launches")
-    assert _launch_configs(tl) == {("slice_scale_bias", (16, 1, 1), (256, 1, 1)),
+    assert launch_configs(tl) == {("slice_scale_bias", (16, 1, 1), (256, 1, 1)),
                                    ("full_scale_bias", (4096, 1, 1), (256, 1, 1))}

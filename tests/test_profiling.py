@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernelscope.errors import InputError, KernelscopeError
-from kernelscope.heuristics import REGISTRY, load_all
+from kernelscope.heuristics import REGISTRY, load_all, pipeline
+from kernelscope.measure import capture
 from kernelscope.measure.ncu import load_profile
 from kernelscope.tools import analyze as prof
 
@@ -34,32 +35,32 @@ def test_at_least_twenty_rules_each_a_complete_plugin() -> None:
         for s in r.supersedes:
             assert s in REGISTRY, f"{r.id} supersedes unknown rule {s}"
         for m in r.metrics:
-            assert prof.METRIC_RE.match(m), m
+            assert capture.METRIC_RE.match(m), m
 
 
 def test_stage2_plan_follows_the_class() -> None:
-    mem_secs, _, mem_metrics = prof.stage2_plan(["memory-bound"])
+    mem_secs, _, mem_metrics = pipeline.stage2_plan(["memory-bound"])
     assert "MemoryWorkloadAnalysis" in mem_secs and "SourceCounters" in mem_secs
     assert "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" in mem_metrics
-    cmp_secs, cmp_fams, cmp_metrics = prof.stage2_plan(["compute-bound"])
+    cmp_secs, cmp_fams, cmp_metrics = pipeline.stage2_plan(["compute-bound"])
     assert "InstructionStats" in cmp_secs and "tensor" in cmp_fams
     assert "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active" in cmp_metrics
     assert "MemoryWorkloadAnalysis_Tables" not in cmp_secs
-    lat_secs, lat_fams, _ = prof.stage2_plan(["latency-bound"])
+    lat_secs, lat_fams, _ = pipeline.stage2_plan(["latency-bound"])
     assert "WarpStateStats" in lat_secs and "latency" in lat_fams
-    both, _, _ = prof.stage2_plan(["memory-bound", "compute-bound"])
+    both, _, _ = pipeline.stage2_plan(["memory-bound", "compute-bound"])
     assert set(mem_secs) | set(cmp_secs) == set(both) and len(both) == len(set(both))
-    for cls in prof.STAGE2:
-        assert prof.stage2_plan([cls])[0]
+    for cls in pipeline.STAGE2:
+        assert pipeline.stage2_plan([cls])[0]
 
 
 def test_merge_prefers_the_deep_capture() -> None:
     k = load_profile(FIX / "three-kernels.ncu-rep").kernels[0]
     light = k.model_copy(update={"stall_reasons": {}, "source_lines": [], "duration_ns": 1.0})
-    merged = prof.merge_profiles(light, k)
+    merged = pipeline.merge_profiles(light, k)
     assert merged.stall_reasons == k.stall_reasons and merged.source_lines == k.source_lines
     assert merged.duration_ns == k.duration_ns and merged.id == light.id
-    assert prof.merge_profiles(light, None) is light
+    assert pipeline.merge_profiles(light, None) is light
 
 
 @pytest.mark.parametrize(("opts", "needle"), [
@@ -69,7 +70,7 @@ def test_merge_prefers_the_deep_capture() -> None:
 ])
 def test_capture_options_are_validated(opts: dict, needle: str) -> None:
     with pytest.raises(InputError, match=needle):
-        prof._validate(prof.NcuOptions(**opts))
+        capture.validate_options(prof.NcuOptions(**opts))
 
 
 def _ncu_here() -> bool:
@@ -99,8 +100,8 @@ def test_program_and_eval_targets_are_exclusive(tmp_path: Path) -> None:
 def test_no_kernels_log_is_explained_with_the_launched_names() -> None:
     """ncu's own output (captured on the H100) for a filter that matches nothing."""
     log = (FIX / "logs" / "no-kernels.log").read_text()
-    prep = prof.Prepared(argv=["program"], display="program")
-    status, expl, fixes = prof._diagnose(False, 0, None, log, "", False, prep, 60)
+    prep = capture.Prepared(argv=["program"], display="program")
+    status, expl, fixes = capture.diagnose_capture(False, 0, None, log, "", False, prep, 60)
     assert status == "no-kernels"
     assert "coalesced_copy" in expl and "strided_copy" in expl
     assert any("kernel_regex" in f for f in fixes)
@@ -115,8 +116,8 @@ def test_no_kernels_log_is_explained_with_the_launched_names() -> None:
     ((False, 3, None, "", "", True), "ok"),
 ])
 def test_capture_failures_are_explained(args: tuple, status: str) -> None:
-    prep = prof.Prepared(argv=["program"], display="program")
-    got, expl, fixes = prof._diagnose(*args, prep, 60)
+    prep = capture.Prepared(argv=["program"], display="program")
+    got, expl, fixes = capture.diagnose_capture(*args, prep, 60)
     assert got == status
     if status != "ok":
         assert expl and fixes
@@ -137,8 +138,8 @@ def test_report_artifacts_feed_the_recorded_report_tools() -> None:
     from kernelscope.tools.classify import classify_report
     from kernelscope.tools.compare import compare_profiles
 
-    rid = prof._store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")
-    assert rid == prof._store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")  # by content
+    rid = capture.store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")
+    assert rid == capture.store_report(FIX / "three-kernels.ncu-rep", target="test", stage="light")  # by content
     res = classify_report(rid, kernel="copy_strided")
     assert [k.bottleneck.cls for k in res.kernels] == ["memory-bound"]
     cmp = compare_profiles(rid, rid, before_kernel="copy_strided", after_kernel="copy_coalesced")

@@ -405,7 +405,7 @@ async def test_profiling_tools_refuse_bad_input(client: Client, tool: str, args:
 
 
 async def test_analyze_without_ncu_or_gpu_is_explained(client: Client) -> None:
-    from kernelscope.tools.analyze import _ncu_binary
+    from kernelscope.measure.capture import ncu_binary as _ncu_binary
 
     try:
         _ncu_binary()

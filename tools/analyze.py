@@ -1,63 +1,91 @@
-"""ncu-profile and analyze: Nsight Compute captures through the sandbox, and the two-stage analysis.
+"""analyze: the two-stage analysis of a program's or a candidate's kernels, wired from its parts.
 
-A capture runs ``ncu`` on a target inside the sandbox (its own workspace, process group, wall-clock
-limit and GPU lease): either a compiled program (an executable artifact), or an eval-mode problem,
-where the harness builds the candidate, runs it once to warm up, and opens the profiler range
-(``cudaProfilerStart``) only around the candidate's own forward call, so the harness' and the
-reference's kernels are never profiled. ``--clock-control none`` is the default, so the kernel runs at
-the clocks it would run at in production; builds from the compile tool carry ``-lineinfo`` and the
-report imports the source, so per-line counters name source lines.
+A light measurement (speed of light, launch statistics, occupancy and the roofline counters) of each kernel
+and launch configuration, a bottleneck class per kernel, then a deep measurement of the kernels that take the
+most time; every rule runs over the merged profile, with SASS and ptxas evidence where the target is a
+compiled artifact. For a program both are measured in its own run by the CUPTI collector (the deep stage:
+every rule family's metrics, the stall reasons and the source passes of the first launches; the class
+chooses the rule families), with a CUPTI trace after it when it saw many launches. Eval-mode targets,
+``light="ncu"`` and programs the collector cannot measure get two Nsight Compute captures instead (after a
+trace, for programs), the deep one with the sections and rule metrics the class calls for.
 
-``analyze`` is the two-stage flow: a light measurement (speed of light, launch statistics, occupancy and
-the roofline counters) of each kernel and launch configuration, a bottleneck class per kernel, then a
-deep measurement of the kernels that take the most time; every rule runs over the merged profile, with
-SASS and ptxas evidence where the target is a compiled artifact. For a program both are measured in its
-own run by the CUPTI collector of :mod:`kernelscope.measure.collector` (the deep stage: every rule family's
-metrics, the stall reasons and the source passes of the first launches; the class chooses the rule
-families), with a CUPTI trace after it when it saw many launches. Eval-mode targets, ``light="ncu"``
-and programs the collector cannot measure get two Nsight Compute captures instead (after a trace, for
-programs), the deep one with the sections and rule metrics the class calls for.
+The decisions are :mod:`kernelscope.heuristics.pipeline`'s, the measuring :mod:`kernelscope.measure`'s
+(``capture`` for Nsight Compute, ``stages`` for the CUPTI collector, ``trace`` for the timeline); this
+module holds the requests and the order of the stages, with one :class:`Analysis` as their context.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from kernelscope.artifacts import get_store
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
+from kernelscope.heuristics.pipeline import (
+    STAGE1_METRICS,
+    STAGE1_SECTIONS,
+    TRACE_AFTER_LAUNCHES,
+    Groups,
+    StagePlan,
+    Totals,
+    classes_of,
+    diagnose_stages,
+    group_launches,
+    other_kernels,
+    override_problem,
+    stage2_plan,
+    trace_totals,
+)
+from kernelscope.measure.capture import (
+    Prepared,
+    harness_notes,
+    ncu_binary,
+    run_capture,
+    store_report,
+    validate_options,
+)
+from kernelscope.measure.collector import collected_profile
+from kernelscope.measure.ncu import load_profile
+from kernelscope.measure.stages import (
+    COLLECTOR_METRICS,
+    CUPTI_DEEP_SECTIONS,
+    CollectorRun,
+    collect_stages,
+    collector_totals,
+    deep_incomplete,
+    deep_metrics,
+)
+from kernelscope.measure.timeline import launch_configs
+from kernelscope.measure.trace import Traced, diagnose_timeline, run_cupti, store_trace, tracer_available
 from kernelscope.models import (
     AnalyzeResult,
     AnalyzeStage,
-    Finding,
-    KernelDiagnosis,
-    KernelProfile,
+    CompileResult,
+    KernelResources,
+    KernelSassStats,
     NcuCapture,
-    NcuProfileResult,
     Profile,
 )
 from kernelscope.sandbox.gpu import Lease, gpu_pool
-from kernelscope.sandbox.process import Limits, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.toolchain import ToolMissing, require
+from kernelscope.tools.run import HARNESS, _read_source, job_env, program_artifact, stage_program
+from kernelscope.tools.sass import sass_for_artifact
 
 WaitCallback = Callable[[int, float], None]
 
-SECTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,79}$")
-METRIC_RE = re.compile(r"^[A-Za-z0-9_:.]{1,200}$")
-SETS = ("basic", "detailed", "full", "roofline")
-MAX_KERNELS_IN_ANSWER = 20
 
 # ---------------------------------------------------------------------------------------- requests
 class NcuOptions(BaseModel):
@@ -130,44 +158,10 @@ class AnalyzeRequest(ProfileTarget):
                                                    description="Rule thresholds to override: {rule: {name: value}}.")
 
 
-# ---------------------------------------------------------------------------------------- capture
-def _validate(opts: NcuOptions) -> None:
-    for s in opts.sections:
-        if not SECTION_RE.match(s):
-            raise InputError(f"Section {s[:60]!r} refused: section identifiers are letters, digits and "
-                             "underscores (see `ncu --list-sections`).")
-    for m in opts.metrics:
-        if not METRIC_RE.match(m):
-            raise InputError(f"Metric {m[:60]!r} refused: metric names are letters, digits, '_', '.' and ':'.")
-    if opts.kernel_regex is not None:
-        try:
-            re.compile(opts.kernel_regex)
-        except re.error as e:
-            raise InputError(f"kernel_regex={opts.kernel_regex!r} is not a valid regular expression: {e}.") from None
-        if "\n" in opts.kernel_regex or "\x00" in opts.kernel_regex:
-            raise InputError("kernel_regex must be one line.")
-
-
-def _ncu_binary() -> Path:
-    try:
-        return require("ncu")
-    except ToolMissing as e:
-        raise NotAvailable("Profiling with Nsight Compute", "the ncu command was not found", e.note) from None
-
-
-class Prepared(BaseModel):
-    """A target made ready in a workspace: the command ncu launches, and its extra ncu flags."""
-
-    argv: list[str]
-    ncu_flags: list[str] = Field(default_factory=list)
-    binary: str | None = None  # the executable, for SASS
-    artifact_id: str | None = None
-    display: str
-
-
+# ---------------------------------------------------------------------------------------- target
 def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
-    from kernelscope.tools.run import HARNESS, _read_source, program_artifact, stage_program
-
+    """The target made ready in the workspace ``ws``: a program staged, or an eval problem's sources and the
+    harness' configuration written."""
     if t.artifact_id is not None:
         if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
             raise InputError("Give either `artifact_id` (program mode) or a reference and candidate (eval mode), "
@@ -186,156 +180,16 @@ def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
                     ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)")
 
 
-_AVAILABLE = re.compile(r"^\s*\d+\.\s+(\S.*)$")
+def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
+    """Unknown rules or threshold names are refused by name, with the valid ones."""
+    problem = override_problem(overrides)
+    if problem is not None:
+        raise InputError(problem)
 
 
-def _ncu_messages(log: str) -> list[str]:
-    return [ln.strip() for ln in log.splitlines() if ln.startswith(("==WARNING==", "==ERROR=="))][:20]
-
-
-def run_capture(prep: Prepared, opts: NcuOptions, *, ws: Path, lease: Lease, s: Settings, name: str,
-                timeout_s: float, cancel: threading.Event | None = None,
-                kernel_id: str | None = None) -> tuple[NcuCapture, Path | None]:
-    """One ncu run. Returns the capture's account and the report path (None when there is none)."""
-    from kernelscope.tools.run import job_env
-
-    ncu = _ncu_binary()
-    report = ws / f"{name}.ncu-rep"
-    log_path = ws / f"{name}.log"
-    flags = ["--target-processes", "all", "--clock-control", opts.clock_control,
-             "--cache-control", opts.cache_control]
-    if opts.import_source:
-        flags += ["--import-source", "yes"]
-    if opts.section_set:
-        flags += ["--set", opts.section_set]
-    for sec in opts.sections:
-        flags += ["--section", sec]
-    if opts.metrics:
-        flags += ["--metrics", ",".join(opts.metrics)]
-        if not opts.sections and not opts.section_set:
-            # named metrics only: an empty section folder spares ncu loading every section file and its
-            # Python rules at start-up (a fixed cost of every run)
-            (ws / "no-sections").mkdir(exist_ok=True)
-            flags += ["--section-folder", str(ws / "no-sections")]
-    if kernel_id is not None:
-        flags += ["--kernel-name-base", "mangled", "--kernel-id", kernel_id]
-    else:
-        if opts.kernel_regex:
-            flags += ["--kernel-name", f"regex:{opts.kernel_regex}"]
-        if opts.launch_skip:
-            flags += ["--launch-skip", str(opts.launch_skip)]
-    if opts.launch_count:
-        flags += ["--launch-count", str(opts.launch_count)]
-    if opts.filter_mode != "global":
-        flags += ["--filter-mode", opts.filter_mode]
-    flags += prep.ncu_flags
-    argv = [str(ncu), "--export", str(ws / name), "--force-overwrite", "--log-file", str(log_path), *flags,
-            *prep.argv]
-    env = job_env(ws, s.home, lease)
-    proc = run_process(argv, cwd=ws, env=env, cancel=cancel,
-                       limits=Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True,
-                                     file_size_bytes=4 << 30))
-    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    have = report.is_file() and report.stat().st_size > 0
-    cap = NcuCapture(name=name, command=["ncu", *flags, prep.display], wall_s=round(proc.wall_s, 3),
-                     exit_status=proc.returncode, timed_out=proc.timed_out, messages=_ncu_messages(log),
-                     report_bytes=report.stat().st_size if have else None)
-    cap.status, cap.explanation, cap.fixes = _diagnose(proc.timed_out, proc.returncode, proc.signal_name, log,
-                                                       proc.stderr, have, prep, timeout_s)
-    if proc.stdout:
-        cap.program_output = proc.stdout[-2000:]
-    if proc.stderr:
-        cap.program_stderr = proc.stderr[-2000:]
-    return cap, report if have else None
-
-
-def _diagnose(timed_out: bool, rc: int | None, sig: str | None, log: str, stderr: str, have: bool, prep: Prepared,
-              timeout_s: float) -> tuple[Any, str | None, list[str]]:
-    text = log + "\n" + (stderr or "")
-    if "ERR_NVGPUCTRPERM" in text:
-        return ("counters-not-permitted",
-                "The GPU's performance counters are restricted to administrators on this host "
-                "(ERR_NVGPUCTRPERM), so Nsight Compute could not read them.",
-                ["Run the server as a user allowed to profile (root, or CAP_SYS_ADMIN in a container: "
-                 "--cap-add SYS_ADMIN).",
-                 "Or allow all users: options nvidia NVreg_RestrictProfilingToAdminUsers=0 in "
-                 "/etc/modprobe.d, then reload the driver (see NVIDIA's ERR_NVGPUCTRPERM page).",
-                 "`kernelscope doctor` checks this."])
-    if timed_out:
-        return ("timed-out",
-                f"The profiled run exceeded its {timeout_s:.0f} s limit and was killed. Kernel replay multiplies run "
-                "time by the number of passes per profiled launch.",
-                ["Profile fewer launches (launch_count, kernel_regex, launch_skip).",
-                 "Capture fewer sections (or the two-stage analyze tool).", "Raise timeout_s."])
-    if "No kernels were profiled" in text:
-        avail = []
-        grab = False
-        for ln in log.splitlines():
-            if ln.startswith("Available Kernels"):
-                grab = True
-                continue
-            if grab:
-                m = _AVAILABLE.match(ln)
-                if not m:
-                    break
-                avail.append(m.group(1).strip())
-        expl = "Nsight Compute profiled no kernels"
-        fixes = []
-        if avail:
-            expl += f": the filter matched none of the kernels launched ({', '.join(avail[:20])})"
-            fixes.append("Fix kernel_regex to match one of the names listed (function names, without arguments).")
-            fixes.append("Lower launch_skip if it skips past every matching launch.")
-        elif prep.ncu_flags:
-            expl += ": the candidate's forward call launched no CUDA kernel inside the profiled range"
-            fixes.append("Make sure ModelNew.forward runs its kernels on the GPU (not on the CPU, not cached).")
-        else:
-            expl += ": the program launched no kernels (or exited before it did)"
-            fixes.append("Check the program's exit status and output below; it must launch kernels on the GPU.")
-        fixes.append("Programs that launch kernels from child processes are covered (--target-processes all).")
-        return "no-kernels", expl + ".", fixes
-    if sig is not None and not have:
-        return ("program-failed", f"The profiled program died with {sig} before a report was written.",
-                ["Run it with the run tool (program mode) to see the crash; fix it, then profile."])
-    if not have:
-        errs = [ln for ln in log.splitlines() if ln.startswith("==ERROR==")]
-        return ("ncu-error",
-                "Nsight Compute wrote no report" + (f": {errs[0][10:].strip()}" if errs else
-                                                     f" (exit status {rc})") + ".",
-                ["Read the messages below; `kernelscope doctor` checks the ncu installation."])
-    if rc not in (0, None):
-        return ("ok", f"The report was written, but the program exited with status {rc}: its results may be "
-                      "partial.", [])
-    return "ok", None, []
-
-
-def harness_notes(ws: Path) -> list[str]:
-    """What the eval harness said about the profiled candidate (eval mode), as notes."""
-    path = ws / "result.json"
-    if not path.is_file():
-        return []
-    try:
-        res = json.loads(path.read_text())
-    except ValueError:
-        return []
-    notes = list(res.get("notes") or [])
-    if res.get("status") not in (None, "ok"):
-        notes.insert(0, f"the candidate failed in the profiled run: {res.get('error')}")
-    return [str(n)[:500] for n in notes][:10]
-
-
-def _store_report(path: Path, *, target: str, stage: str) -> str:
-    from kernelscope.artifacts import ArtifactMeta, content_id, get_store
-
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    aid = content_id({"ncu-report": digest})
-    art = get_store().put(ArtifactMeta(id=aid, kind="ncu-report", source_name=path.name,
-                                       extra={"target": target, "stage": stage}),
-                          {"report": ("report.ncu-rep", path)})
-    return art.id
-
-
-# ---------------------------------------------------------------------------------------- ncu_profile
-def _lease(gpu: int | None, cancel: threading.Event | None, on_wait: WaitCallback | None) -> Any:
+def gpu_lease(gpu: int | None, cancel: threading.Event | None,
+           on_wait: WaitCallback | None) -> contextlib.AbstractContextManager[Lease]:
+    """A GPU of this server's pool; NotAvailable where it has none."""
     if len(gpu_pool()) == 0:
         raise NotAvailable("Profiling kernels", "no GPU is visible to this server",
                            "run kernelscope on a host with an NVIDIA GPU; recorded reports can still be read "
@@ -343,191 +197,16 @@ def _lease(gpu: int | None, cancel: threading.Event | None, on_wait: WaitCallbac
     return gpu_pool().lease(gpu, cancel=cancel, on_wait=on_wait)
 
 
-# which rule families explain a class: among findings of equal severity, these lead
-CLASS_FAMILIES: dict[str, set[str]] = {
-    "memory-bound": {"memory"},
-    "compute-bound": {"compute", "tensor", "control", "instructions"},
-    "latency-bound": {"latency", "stalls", "memory", "control"},
-    "occupancy-limited": {"occupancy", "launch"},
-    "launch/tail-limited": {"launch", "occupancy"},
-}
+# ---------------------------------------------------------------------------------------- evidence
+class Evidence(NamedTuple):
+    """A compiled artifact's static evidence for the rules: SASS statistics and ptxas resources."""
+
+    sass: list[KernelSassStats]
+    ptxas: list[KernelResources]
 
 
-def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
-    """Most severe first; at equal severity, findings that explain the kernel's bottleneck class (the
-    limiter the roofline names) before the rest, then by estimated impact."""
-    from kernelscope.heuristics.registry import SEVERITY_RANK
-
-    fams = CLASS_FAMILIES.get(cls)
-    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9),
-                                           0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
-
-
-def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | None = None,
-                     overrides: dict[str, dict[str, float]] | None = None,
-                     extra: dict[str, list[Finding]] | None = None) -> list[KernelDiagnosis]:
-    """Class and ranked findings for each kernel (ncu rules, plus per-kernel extra findings)."""
-    from kernelscope.heuristics import load_all, run_rules
-    from kernelscope.heuristics.registry import merge
-    from kernelscope.tools.classify import classify
-
-    load_all()
-    out = []
-    for k in kernels:
-        found = run_rules("ncu", k, overrides=overrides, context=context)
-        bottleneck = classify(k)
-        found = rank_for_class(merge(found + (extra or {}).get(k.mangled_name, [])), bottleneck.cls)
-        out.append(KernelDiagnosis(
-            id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
-            block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,
-            findings=found, top_stalls=dict(list(k.stall_reasons.items())[:4]),
-            hot_lines=[s.label for s in k.source_lines[:3]],
-            ncu_rule_titles=[r.title for r in k.ncu_rules if r.title and r.type in ("warning", "optimization")]))
-    return out
-
-
-def ncu_profile(req: ProfileRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
-                on_wait: WaitCallback | None = None) -> NcuProfileResult:
-    from kernelscope.measure.ncu import load_profile
-
-    s = ensure_dirs(settings)
-    _validate(req)
-    if not req.sections and not req.section_set and not req.metrics:
-        req = req.model_copy(update={"section_set": "detailed"})
-    _ncu_binary()
-    with Workspace(prefix="ncu-") as ws:
-        prep = prepare_target(req, ws.path, s)
-        with _lease(req.gpu, cancel, on_wait) as lease:
-            cap, report = run_capture(prep, req, ws=ws.path, lease=lease, s=s, name="profile",
-                                      timeout_s=req.timeout_s, cancel=cancel)
-        result = NcuProfileResult(status=cap.status, explanation=cap.explanation, fixes=cap.fixes, capture=cap,
-                                  mode=req.mode, gpu_wait_s=lease.waited_s, notes=harness_notes(ws.path))
-        if report is None:
-            return result
-        t0 = time.monotonic()
-        profile = load_profile(report, top_lines=req.top_lines)
-        result.report_id = _store_report(report, target=prep.display, stage="profile")
-        result.parse_s = round(time.monotonic() - t0, 3)
-    result.kernels_total = len(profile.kernels)
-    result.kernels = diagnose_kernels(profile.kernels[:MAX_KERNELS_IN_ANSWER])
-    return result
-
-
-# ---------------------------------------------------------------------------------------- analyze
-# Stage 1 names its metrics instead of sections: speed of light, launch configuration, occupancy and
-# the roofline counters, for every launch, in few replay passes and a few kB per launch (the three
-# sections cost ~0.33 s and ~50 kB per launch on an H100; a program with hundreds of launches felt it).
-# The top kernels get the SpeedOfLight, LaunchStats and Occupancy sections in stage 2, with ncu's advice.
-STAGE1_SECTIONS: list[str] = []
-STAGE1_METRICS = [
-    "gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "launch__grid_size", "launch__block_size", "launch__registers_per_thread", "launch__shared_mem_per_block_static",
-    "launch__shared_mem_per_block_dynamic", "launch__waves_per_multiprocessor", "launch__occupancy_limit_registers",
-    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
-    "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct",
-    "device__attribute_multiprocessor_count", "device__attribute_display_name",
-    "dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__cycles_elapsed.avg",
-    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
-    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
-    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
-STAGE2_ALWAYS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
-# the class decides the deep sections and which rule families' metrics are collected
-STAGE2: dict[str, tuple[list[str], list[str]]] = {
-    "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
-                      "WarpStateStats"], ["memory", "stalls", "launch"]),
-    "latency-bound": (["WarpStateStats", "SchedulerStats", "SourceCounters", "MemoryWorkloadAnalysis"],
-                      ["stalls", "memory", "occupancy", "control", "latency", "launch"]),
-    "compute-bound": (["ComputeWorkloadAnalysis", "InstructionStats", "WarpStateStats", "SourceCounters"],
-                      ["compute", "instructions", "tensor", "stalls", "control", "launch"]),
-    "occupancy-limited": (["WarpStateStats", "SchedulerStats", "SourceCounters"],
-                          ["occupancy", "stalls", "memory", "launch"]),
-    "launch/tail-limited": (["SchedulerStats", "WarpStateStats", "SourceCounters"],
-                            ["launch", "occupancy", "stalls"]),
-    "mixed": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "ComputeWorkloadAnalysis",
-               "WarpStateStats", "SourceCounters"],
-              ["memory", "compute", "stalls", "control", "occupancy", "tensor", "launch", "latency"]),
-}
-
-
-def stage2_plan(classes: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """Sections, rule families and metrics for the deep stage of kernels of these classes."""
-    from kernelscope.heuristics import load_all
-    from kernelscope.heuristics.registry import REGISTRY
-
-    load_all()
-    sections: list[str] = list(STAGE2_ALWAYS)
-    families: list[str] = []
-    for c in classes:
-        secs, fams = STAGE2.get(c, STAGE2["mixed"])
-        sections += [x for x in secs if x not in sections]
-        families += [x for x in fams if x not in families]
-    metrics: list[str] = []
-    for r in REGISTRY.values():
-        if r.scope == "ncu" and r.family in families:
-            metrics += [m for m in r.metrics if m not in metrics]
-    return sections, families, metrics
-
-
-def _longest(launches: list[KernelProfile]) -> KernelProfile:
-    """The launch that represents a kernel: its longest profiled one."""
-    return max(launches, key=lambda k: k.duration_ns or 0.0)
-
-
-Totals = dict[str, tuple[int, float]]  # mangled name -> (launches, total ns), from a trace
-
-
-def _trace_totals(traced: Any) -> Totals | None:
-    """Launch counts and summed durations per kernel (by mangled name) from the trace stage."""
-    if traced is None:
-        return None
-    return {k.mangled_name: (k.count, k.total_ns) for k in traced[0].kernels if k.mangled_name}
-
-
-def _launch_configs(tl: Any) -> set[tuple[Any, ...]]:
-    """The distinct (kernel, grid, block) of a traced timeline's launches."""
-    return {(o.mangled or o.name, o.grid, o.block) for o in tl.ops if o.kind == "kernel"}
-
-
-def _launches(name: str, ks: list[KernelProfile], totals: Totals | None) -> int:
-    return totals[name][0] if totals and name in totals else len(ks)
-
-
-def _total_ns(name: str, ks: list[KernelProfile], totals: Totals | None) -> float:
-    return totals[name][1] if totals and name in totals else sum(k.duration_ns or 0.0 for k in ks)
-
-
-def _group(profile: Profile, totals: Totals | None = None) -> list[tuple[str, list[KernelProfile]]]:
-    """Launches grouped by kernel, by total time: the trace's (every launch, unserialized) where it
-    ran, else the profiled launches'."""
-    groups: dict[str, list[KernelProfile]] = {}
-    for k in profile.kernels:
-        groups.setdefault(k.mangled_name, []).append(k)
-    return sorted(groups.items(), key=lambda kv: -_total_ns(kv[0], kv[1], totals))
-
-
-def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelProfile:
-    """One kernel's light and deep captures as one profile: deep values win where both have one."""
-    if deep is None:
-        return light
-    data = light.model_dump()
-    for key, value in deep.model_dump().items():
-        if key in ("id", "metrics"):
-            continue
-        if value not in (None, [], {}):
-            data[key] = value
-    metrics = dict(light.metrics)
-    metrics.update({k: v for k, v in deep.metrics.items() if v.value is not None or k not in metrics})
-    data["metrics"] = metrics
-    return KernelProfile.model_validate(data)
-
-
-def artifact_evidence(artifact_id: str) -> tuple[list[Any], list[Any]]:
+def artifact_evidence(artifact_id: str) -> Evidence:
     """SASS statistics and ptxas resources of a compiled artifact's kernels (empty where unavailable)."""
-    from kernelscope.artifacts import get_store
-    from kernelscope.models import CompileResult
-    from kernelscope.tools.sass import sass_for_artifact
-
     try:
         stats = sass_for_artifact(artifact_id).kernels
     except Exception:  # SASS is extra evidence: without cuobjdump the ncu rules still run
@@ -538,115 +217,11 @@ def artifact_evidence(artifact_id: str) -> tuple[list[Any], list[Any]]:
         resources = CompileResult.model_validate(raw).kernels if raw else []
     except ValueError:
         resources = []
-    return list(stats), list(resources)
-
-
-def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int, sass: list[Any] | None = None,
-                    ptxas: list[Any] | None = None, overrides: dict[str, dict[str, float]] | None = None,
-                    totals: Totals | None = None) -> tuple[list[KernelDiagnosis], list[Any]]:
-    """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
-    and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
-    Returns the diagnoses and the launch groups (by total time)."""
-    from kernelscope.heuristics import load_all, run_rules
-
-    load_all()
-    groups = _group(light, totals)
-    top = groups[:deep_kernels]
-    deep_by: dict[str, KernelProfile] = {}
-    for k in deep.kernels if deep is not None else []:
-        deep_by.setdefault(k.mangled_name, k)
-    names = {n for n, _ in top}
-    extra: dict[str, list[Finding]] = {}
-    ctx: dict[str, Any] = {"sass": {}, "ptxas": {},
-                           "launches": {n: _launches(n, ks, totals) for n, ks in groups},
-                           "total_ns": {n: _total_ns(n, ks, totals) for n, ks in groups}}
-    for st in sass or []:
-        if st.mangled_name in names:
-            ctx["sass"][st.mangled_name] = st
-            extra.setdefault(st.mangled_name, []).extend(run_rules("sass", st, overrides=overrides))
-    for kr in ptxas or []:
-        if kr.mangled_name in names:
-            ctx["ptxas"][kr.mangled_name] = kr
-            extra.setdefault(kr.mangled_name, []).extend(run_rules("ptxas", [kr], overrides=overrides))
-    merged = [merge_profiles(_longest(ks), deep_by.get(n)) for n, ks in top]
-    diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
-    for d, (n, _) in zip(diags, top, strict=True):
-        d.launches = ctx["launches"][n]
-        d.total_duration_ns = ctx["total_ns"][n]
-    return diags, groups
-
-
-def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
-    """Unknown rules or threshold names are refused by name, with the valid ones."""
-    from kernelscope.heuristics import REGISTRY, load_all
-
-    load_all()
-    for rid, values in overrides.items():
-        if rid not in REGISTRY:
-            raise InputError(f"No rule {rid!r}; rules: {', '.join(sorted(REGISTRY))}.")
-        unknown = set(values) - set(REGISTRY[rid].thresholds)
-        if unknown:
-            raise InputError(f"Rule {rid} has no threshold {', '.join(sorted(unknown))}; it has: "
-                             f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
-
-
-TRACE_AFTER_LAUNCHES = 16  # eval mode: the light stage seeing this many launches calls the trace stage
-
-
-def tracer_available() -> bool:
-    """Whether the CUPTI tracer can be built here (CUPTI headers and library, nvcc)."""
-    from kernelscope.measure.cupti import cupti_paths
-
-    try:
-        require("nvcc")
-        cupti_paths()
-    except (ToolMissing, NotAvailable):
-        return False
-    return True
-
-
-def _trace_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest,
-                 cancel: threading.Event | None) -> tuple[AnalyzeStage, Any, list[str]]:
-    """One traced run: the stage's account and (summary, facts, findings, timeline) or None."""
-    from kernelscope.tools.nsys_trace import diagnose_timeline, run_cupti
-    from kernelscope.tools.run import job_env
-
-    t0 = time.monotonic()
-    notes: list[str] = []
-    out = None
-    try:
-        proc, tl, notes = run_cupti(prep.argv, ws, job_env(ws, s.home, lease), req.timeout_s, s, cancel)
-        if tl is not None and tl.ops:
-            out = (*diagnose_timeline(tl, overrides=req.overrides), tl)
-        elif proc.returncode != 0 or proc.timed_out:
-            notes.append(f"trace stage: the program {proc.describe_failure()}")
-    except NotAvailable as e:  # the tracer could not be built: the ncu stages still run
-        notes.append(f"trace stage skipped: {e}")
-    stage = AnalyzeStage(name="trace", tool="cupti", wall_s=round(time.monotonic() - t0, 3),
-                         kernels=[f"{k.name}: {k.count} launches" for k in out[0].kernels[:5]] if out else [])
-    return stage, out, notes
-
-
-# the light stage's hardware metrics when the CUPTI collector measures them (the rest of STAGE1_METRICS are
-# ncu's launch and device metrics, which kernelscope.measure.collector computes from the launch configuration)
-COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", "device__", "sm__maximum_warps"))]
-
-
-# What the one CUPTI run measures of each deep launch besides the light metrics: every rule family's hardware
-# metrics and the warp stall reasons (WarpStateStats); the source-derived ones come from its source passes
-def deep_metrics() -> list[str]:
-    from kernelscope.measure.collector import SOURCE_TOTALS, STALL_METRICS
-
-    _, _, rules = stage2_plan(list(STAGE2))
-    skip = {*SOURCE_TOTALS, "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
-    return [m for m in dict.fromkeys([*rules, *STALL_METRICS])
-            if not m.startswith(("launch__", "device__")) and m not in COLLECTOR_METRICS and m not in skip]
+    return Evidence(list(stats), list(resources))
 
 
 def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
     """The compiled source's lines by file name, for the code of the lines the source passes name."""
-    from kernelscope.artifacts import get_store
-
     art = get_store().get(artifact_id) if artifact_id else None
     path = art.path("source") if art else None
     if path is None or not path.is_file():
@@ -658,295 +233,353 @@ def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
     return {path.name: lines, Path(art.meta.source_name or path.name).name: lines}
 
 
-def _collector_totals(c: Any, profile: Profile) -> Totals:
-    """Launches and summed durations per kernel from the collector's launch counts per configuration: each
-    configuration's count times the duration of its profiled launch (else the kernel's mean profiled one)."""
-    dur: dict[tuple[Any, ...], float] = {}
-    by_kernel: dict[str, list[float]] = {}
-    for ln, k in zip(sorted(c.launches, key=lambda x: x.seq), profile.kernels, strict=False):
-        if k.duration_ns is not None:
-            dur[(ln.name, ln.grid, ln.block, ln.dyn_smem)] = k.duration_ns
-            by_kernel.setdefault(ln.name, []).append(k.duration_ns)
-    out: Totals = {}
-    for cfg in c.configs:
-        d = dur.get((cfg.name, cfg.grid, cfg.block, cfg.dyn_smem))
-        if d is None and by_kernel.get(cfg.name):
-            d = sum(by_kernel[cfg.name]) / len(by_kernel[cfg.name])
-        n, t = out.get(cfg.name, (0, 0.0))
-        out[cfg.name] = (n + cfg.launches, t + cfg.launches * (d or 0.0))
-    return out
+# ---------------------------------------------------------------------------------------- one analysis
+@dataclass
+class Analysis:
+    """One analysis under way: its request, prepared target, settings, GPU lease, cancel event and progress,
+    and what the stages have given so far (their accounts, the notes, the trace)."""
+
+    req: AnalyzeRequest
+    settings: Settings
+    prep: Prepared
+    ws: Path
+    lease: Lease
+    cancel: threading.Event | None = None
+    note: Callable[[str], None] = lambda _m: None
+    can_trace: bool = False
+    evidence: Future[Evidence] | None = None  # computed on a thread while the GPU stages run
+    t_all: float = field(default_factory=time.monotonic)
+    stages: list[AnalyzeStage] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    traced: Traced | None = None
+
+    @cached_property
+    def env(self) -> dict[str, str]:
+        """The measured job's environment (its workspace, the leased GPU)."""
+        return job_env(self.ws, self.settings.home, self.lease)
+
+    def static_evidence(self) -> Evidence:
+        return self.evidence.result() if self.evidence is not None else Evidence([], [])
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
 
-DEEP_MAX = 16  # deep launches (metrics and source passes) of one CUPTI run; later configurations get the light ones
+class TraceStage(NamedTuple):
+    """The trace stage's account, what it traced (None where nothing), and its notes."""
+
+    stage: AnalyzeStage
+    traced: Traced | None
+    notes: list[str]
 
 
-def collector_request() -> Any:
-    """The deep launches' part of analyze's CUPTI run (every kernel, at most DEEP_MAX configurations); the light
-    part is COLLECTOR_METRICS. tests/fixtures/collector/capture.py captures with exactly this."""
-    from kernelscope.measure.collector import DeepRequest
-
-    return DeepRequest(kernels=["*"], metrics=deep_metrics(), max_launches=DEEP_MAX)
-
-
-def _cupti_stage(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, evidence: Any,
-                 cancel: threading.Event | None) -> tuple[Any, Profile | None, list[str], float]:
-    """Both stages' measurements in one run of the program (CUPTI collector): the first launch of each kernel and
-    launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule family's
-    metrics, the stall reasons and the source passes (PC sampling, SASS metrics). (collected, profile, notes,
-    wall s); the profile is None where the collector could not measure."""
-    from kernelscope.measure.collector import collected_profile, run_collector
-    from kernelscope.tools.run import job_env
-
+def _trace_stage(a: Analysis) -> TraceStage:
+    """One traced run (CUPTI) of the target."""
     t0 = time.monotonic()
-    deep = collector_request()
+    notes: list[str] = []
+    out = None
     try:
-        proc, got = run_collector(prep.argv, ws, job_env(ws, s.home, lease), COLLECTOR_METRICS, req.timeout_s, s,
-                                  cancel, max_launches=max(req.launch_count or 64, 1), deep=deep)
-    except NotAvailable as e:
-        return None, None, [f"the CUPTI collector is not available here ({e}); Nsight Compute measured instead"], 0.0
-    wall = time.monotonic() - t0
-    notes = list(got.notes)
-    if proc.cancelled:
-        return got, None, notes, wall
-    if got.refused:
-        notes.append(f"this GPU's CUPTI does not know {', '.join(got.refused)}")
-    if not got.launches or proc.timed_out or proc.returncode != 0:
-        why = (f"the program {proc.describe_failure()}" if proc.timed_out or proc.returncode != 0 else
-               "; ".join(got.errors[:3]) or "no launch was profiled")
-        notes.append(f"the CUPTI collector measured nothing ({why}); Nsight Compute measured instead")
-        return got, None, notes, wall
-    if got.errors:
-        notes.append("CUPTI collector: " + "; ".join(got.errors[:3]))
-    resources: dict[str, Any] = {}
-    if evidence is not None:  # ptxas' registers and shared memory, where the driver did not say
-        with contextlib.suppress(Exception):
-            resources = {kr.mangled_name: kr for kr in evidence.result()[1]}
-    profile = collected_profile(got, resources, report="light and deep (CUPTI collector)",
-                                texts=_source_texts(prep.artifact_id))
-    return got, profile, notes, wall
+        proc, tl, notes = run_cupti(a.prep.argv, a.ws, a.env, a.req.timeout_s, a.settings, a.cancel)
+        if tl is not None and tl.ops:
+            out = Traced(*diagnose_timeline(tl, overrides=a.req.overrides), tl)
+        elif proc.returncode != 0 or proc.timed_out:
+            notes.append(f"trace stage: the program {proc.describe_failure()}")
+    except NotAvailable as e:  # the tracer could not be built: the measuring stages still run
+        notes.append(f"trace stage skipped: {e}")
+    stage = AnalyzeStage(name="trace", tool="cupti", wall_s=round(time.monotonic() - t0, 3),
+                         kernels=[f"{k.name}: {k.count} launches" for k in out.summary.kernels[:5]] if out else [])
+    return TraceStage(stage, out, notes)
 
 
-def _deep_complete(got: Any, top: list[tuple[str, list[KernelProfile]]]) -> list[str]:
-    """The top kernels whose first launch the CUPTI run did not measure deep (with its source passes)."""
-    deep = {ln.name for ln in got.launches if ln.deep}
-    sourced = {src.name for src in got.sources if src.sampled or src.counted}
-    return [n for n, _ in top if n not in deep or n not in sourced]
+def _trace(a: Analysis, why: str) -> None:
+    """Run the trace stage; its account and notes go to the analysis."""
+    a.note(why)
+    done = _trace_stage(a)
+    a.stages.append(done.stage)
+    a.notes += done.notes
+    a.traced = done.traced
 
 
-def _attach_trace(result: AnalyzeResult, out: Any, display: str) -> None:
-    from kernelscope.tools.nsys_trace import store_trace
-
-    summary, _facts, findings, tl = out
-    result.system, result.system_findings = summary, findings
-    result.trace_id = store_trace(tl, target=display)
-
-
-def _rules_stage(result: AnalyzeResult, req: AnalyzeRequest, p1: Profile, p2: Profile | None, evidence: Any,
-                 totals: Totals | None, families: list[str], stages: list[AnalyzeStage],
-                 t_all: float) -> AnalyzeResult:
-    """analyze's last stage, whatever measured the first two: the rules over the merged profiles with the SASS
-    and ptxas evidence, and the answer's kernels, counts and stages."""
-    t0 = time.monotonic()
-    sass, ptxas = evidence.result() if evidence is not None else ([], [])
-    diags, groups = diagnose_stages(p1, p2, deep_kernels=req.deep_kernels, sass=sass, ptxas=ptxas,
-                                    overrides=req.overrides, totals=totals)
-    stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))
-    result.kernels = diags
-    result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
-    result.launches_profiled = len(p1.kernels)
-    result.other_kernels = [f"{ks[0].name} ({_launches(n, ks, totals)} launches, "
-                            f"{_total_ns(n, ks, totals) / 1e3:.1f} us)" for n, ks in groups[req.deep_kernels:][:20]]
-    result.stages = stages
-    result.wall_s = round(time.monotonic() - t_all, 3)
-    return result
+def _trace_after(a: Analysis, launches: int) -> bool:
+    """trace='auto': a measuring run that saw many launches calls the trace stage, for the timeline between them."""
+    if a.traced is None and a.can_trace and a.req.trace == "auto" and launches >= TRACE_AFTER_LAUNCHES:
+        _trace(a, "trace stage: many launches, so the timeline between them")
+        return True
+    return False
 
 
-def _ncu_deep_capture(prep: Prepared, ws: Path, lease: Lease, s: Settings, req: AnalyzeRequest, kernels: list[str],
-                      sections: list[str], metrics: list[str],
-                      cancel: threading.Event | None) -> tuple[NcuCapture, Path | None]:
+def _attach_trace(result: AnalyzeResult, a: Analysis) -> None:
+    if a.traced is not None:
+        result.system, result.system_findings = a.traced.summary, a.traced.findings
+        result.trace_id = store_trace(a.traced.timeline, target=a.prep.display)
+
+
+def _ncu_deep_capture(a: Analysis, kernels: list[str], sections: list[str],
+                      metrics: list[str]) -> tuple[NcuCapture, Path | None]:
     """Nsight Compute's deep capture, with these sections and rule metrics, of the first launch of each of these
     kernels (a program) or of their launches in the one profiled forward call (eval); (capture, report)."""
-    opts = NcuOptions(sections=sections, metrics=metrics, clock_control=req.clock_control, import_source=True)
+    opts = NcuOptions(sections=sections, metrics=metrics, clock_control=a.req.clock_control, import_source=True)
     names = "|".join(re.escape(n) for n in kernels)
-    kid = f"::regex:^({names})$:1" if req.mode == "program" else f"::regex:^({names})$:"
-    if req.mode == "eval":
+    kid = f"::regex:^({names})$:1" if a.req.mode == "program" else f"::regex:^({names})$:"
+    if a.req.mode == "eval":
         opts.launch_count = max(len(kernels), 1) * 8
-    return run_capture(prep, opts, ws=ws, lease=lease, s=s, name="stage2", timeout_s=req.timeout_s, cancel=cancel,
+    return run_capture(a.prep, opts, ws=a.ws, env=a.env, name="stage2", timeout_s=a.req.timeout_s, cancel=a.cancel,
                        kernel_id=kid)
 
 
-CUPTI_DEEP_SECTIONS = ["rule metrics of every family", "WarpStateStats (stall reasons)",
-                       "SourceCounters (PC sampling, SASS metrics)"]
+def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profile | None, totals: Totals | None,
+                 families: list[str]) -> AnalyzeResult:
+    """analyze's last stage, whatever measured the first two: the rules over the merged profiles with the SASS
+    and ptxas evidence, and the answer's kernels, counts and stages."""
+    t0 = time.monotonic()
+    sass, ptxas = a.static_evidence()
+    diags, groups = diagnose_stages(light, deep, deep_kernels=a.req.deep_kernels, sass=sass, ptxas=ptxas,
+                                    overrides=a.req.overrides, totals=totals)
+    a.stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))
+    result.kernels = diags
+    result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
+    result.launches_profiled = len(light.kernels)
+    result.other_kernels = other_kernels(groups, a.req.deep_kernels, totals)
+    result.stages = a.stages
+    result.wall_s = round(time.monotonic() - a.t_all, 3)
+    return result
 
 
-def _analyze_cupti(req: AnalyzeRequest, s: Settings, prep: Prepared, ws: Path, lease: Lease, got: Any, p1: Profile,
-                   wall: float, stages: list[AnalyzeStage], notes: list[str], traced: Any, can_trace: bool,
-                   evidence: Any, t_all: float, note: Callable[[str], None],
-                   cancel: threading.Event | None) -> AnalyzeResult:
+@dataclass
+class Classified:
+    """The light stage's reading: the launches grouped by kernel by total time, the top ones and their classes."""
+
+    totals: Totals | None
+    groups: Groups
+    top: Groups
+    classes: dict[str, str]
+
+    @classmethod
+    def of(cls, light: Profile, totals: Totals | None, deep_kernels: int) -> Classified:
+        groups = group_launches(light, totals)
+        top = groups[:deep_kernels]
+        return cls(totals, groups, top, classes_of(top))
+
+    def labels(self) -> list[str]:
+        return [f"{ks[0].name}: {self.classes[n]}" for n, ks in self.top]
+
+
+# ---------------------------------------------------------------------------------------- CUPTI path
+def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
+    """Both stages' profile from the collector's run, with ptxas' registers and shared memory where the driver
+    did not say."""
+    resources: dict[str, KernelResources] = {}
+    if a.evidence is not None:
+        with contextlib.suppress(Exception):
+            resources = {kr.mangled_name: kr for kr in a.evidence.result().ptxas}
+    assert run.got is not None
+    return collected_profile(run.got, resources, report="light and deep (CUPTI collector)",
+                             texts=_source_texts(a.prep.artifact_id))
+
+
+def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     """analyze after its one CUPTI run: the trace when the program launched many kernels, the class per top
     kernel, Nsight Compute's deep stage only for a top kernel the run did not measure deep, then the rules."""
-    from kernelscope.measure.ncu import load_profile
-    from kernelscope.tools.classify import classify
-
-    result = AnalyzeResult(status="ok", mode=req.mode, gpu_wait_s=lease.waited_s)
-    deep_s = (sum(src.wall_ns or 0.0 for src in got.sources) + sum(ln.wall_ns or 0.0 for ln in got.launches
-                                                                     if ln.deep)) / 1e9
+    got = run.got
+    assert got is not None
+    light_p = _cupti_profile(a, run)
+    result = AnalyzeResult(status="ok", mode=a.req.mode, gpu_wait_s=a.lease.waited_s)
     light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
-                         wall_s=round(max(wall - deep_s, 0.0), 3))
+                         wall_s=round(max(run.wall_s - run.deep_s, 0.0), 3))
     deep = AnalyzeStage(name="deep", sections=CUPTI_DEEP_SECTIONS, metrics=len(deep_metrics()), tool="cupti",
-                        wall_s=round(deep_s, 3))
-    stages += [light, deep]  # one run: the deep stage's share is its launches' passes and source passes
-    if traced is None and can_trace and req.trace == "auto" and (got.launches_seen or 0) >= TRACE_AFTER_LAUNCHES:
-        note("trace stage: many launches, so the timeline between them")
-        st, traced, n = _trace_stage(prep, ws, lease, s, req, cancel)
-        stages.append(st)
-        notes += n
-    if traced is not None:
-        _attach_trace(result, traced, prep.display)
-    totals = _trace_totals(traced) or _collector_totals(got, p1)
-    groups = _group(p1, totals)
-    top = groups[:req.deep_kernels]
-    classes = {name: classify(_longest(ks)).cls for name, ks in top}
-    light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
-    sections, families, ncu_metrics = stage2_plan(sorted(set(classes.values())))
-    deep.rule_families, deep.kernels = families, [ks[0].name for _, ks in top]
+                        wall_s=round(run.deep_s, 3))
+    a.stages += [light, deep]  # one run: the deep stage's share is its launches' passes and source passes
+    _trace_after(a, got.launches_seen or 0)
+    _attach_trace(result, a)
+    totals = trace_totals(a.traced.summary if a.traced else None) or collector_totals(got, light_p)
+    seen = Classified.of(light_p, totals, a.req.deep_kernels)
+    light.kernels = seen.labels()
+    plan = stage2_plan(sorted(set(seen.classes.values())))
+    deep.rule_families, deep.kernels = plan.families, [ks[0].name for _, ks in seen.top]
     # a top kernel the run did not measure deep (past DEEP_MAX configurations, or its source passes failed):
     # Nsight Compute's deep stage for those
-    p2 = None
-    missing = _deep_complete(got, top)
+    deep_p = None
+    missing = deep_incomplete(got, seen.top)
     if missing:
-        note(f"stage 2: {', '.join(sections)} for {len(missing)} kernel(s) under Nsight Compute")
-        _ncu_binary()
-        t0 = time.monotonic()
-        cap2, rep2 = _ncu_deep_capture(prep, ws, lease, s, req, missing, sections, ncu_metrics, cancel)
-        if rep2 is not None:
-            p2 = load_profile(rep2)
-            result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
-        stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, capture=cap2, tool="ncu",
-                                   wall_s=round(time.monotonic() - t0, 3), kernels=missing))
-        if cap2.status != "ok":
-            result.explanation = (f"Nsight Compute's deep stage failed ({cap2.status}): {cap2.explanation} Findings "
-                                  f"for {', '.join(missing)} use the light stage only.")
-    result.notes += notes + harness_notes(ws)
-    return _rules_stage(result, req, p1, p2, evidence, totals, families, stages, t_all)
+        deep_p = _ncu_deep_for(a, result, missing, plan.sections, plan.families, plan.metrics)
+    result.notes += a.notes + harness_notes(a.ws)
+    return _rules_stage(a, result, light_p, deep_p, totals, plan.families)
+
+
+def _ncu_deep_for(a: Analysis, result: AnalyzeResult, missing: list[str], sections: list[str], families: list[str],
+                  metrics: list[str]) -> Profile | None:
+    """Nsight Compute's deep stage for the top kernels the CUPTI run did not measure deep."""
+    a.note(f"stage 2: {', '.join(sections)} for {len(missing)} kernel(s) under Nsight Compute")
+    ncu_binary()
+    t0 = time.monotonic()
+    cap2, rep2 = _ncu_deep_capture(a, missing, sections, metrics)
+    deep_p = None
+    if rep2 is not None:
+        deep_p = load_profile(rep2)
+        result.report_ids.append(store_report(rep2, target=a.prep.display, stage="deep"))
+    a.stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, capture=cap2, tool="ncu",
+                                 wall_s=round(time.monotonic() - t0, 3), kernels=missing))
+    if cap2.status != "ok":
+        result.explanation = (f"Nsight Compute's deep stage failed ({cap2.status}): {cap2.explanation} Findings "
+                              f"for {', '.join(missing)} use the light stage only.")
+    return deep_p
+
+
+# ---------------------------------------------------------------------------------------- Nsight Compute path
+def _light_scope(a: Analysis, opts: NcuOptions) -> tuple[NcuOptions, str | None, str]:
+    """The light capture's launches: every launch, or (where the trace counts and times every launch) one of
+    each kernel and launch configuration (grid, block, shared memory), or of each kernel where the
+    configurations are too many (shapes that change every launch). (options, ncu kernel id, in words)."""
+    if a.traced is None or a.req.kernel_regex is not None or a.req.launch_skip != 0:
+        return opts, None, "of every launch"
+    configs = len(launch_configs(a.traced.timeline))
+    if a.req.launch_count is None or configs <= a.req.launch_count:
+        return (opts.model_copy(update={"launch_count": 1, "filter_mode": "per-launch-config"}), None,
+                "of the first launch of each kernel and launch configuration")
+    return opts, "::regex:.*:1", "of each kernel's first launch"
+
+
+@dataclass
+class NcuLight:
+    """Nsight Compute's light stage: the answer begun from its capture, its account, and its reading (None
+    where it wrote no report)."""
+
+    result: AnalyzeResult
+    stage: AnalyzeStage
+    profile: Profile | None = None
+    seen: Classified | None = None
+
+
+def _ncu_light(a: Analysis, opts: NcuOptions) -> NcuLight:
+    """Stage 1 under Nsight Compute: speed of light, launch and occupancy, a class per top kernel."""
+    opts, kid, scope = _light_scope(a, opts)
+    t0 = time.monotonic()
+    a.note(f"stage 1: speed of light, launch and occupancy {scope}")
+    cap1, rep1 = run_capture(a.prep, opts, ws=a.ws, env=a.env, name="stage1", timeout_s=a.req.timeout_s,
+                             cancel=a.cancel, kernel_id=kid)
+    result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes, mode=a.req.mode,
+                           gpu_wait_s=a.lease.waited_s)
+    light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS), capture=cap1,
+                         tool="ncu", wall_s=round(time.monotonic() - t0, 3))
+    a.stages.append(light)
+    _attach_trace(result, a)
+    if rep1 is None:
+        return NcuLight(result, light)
+    p1 = load_profile(rep1, top_lines=0)
+    result.report_ids = [store_report(rep1, target=a.prep.display, stage="light")]
+    seen = Classified.of(p1, trace_totals(a.traced.summary if a.traced else None), a.req.deep_kernels)
+    light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
+    light.kernels = seen.labels()
+    if _trace_after(a, len(p1.kernels)):
+        _attach_trace(result, a)
+    return NcuLight(result, light, p1, seen)
+
+
+@dataclass
+class NcuDeep:
+    """Nsight Compute's deep capture: what it was asked for, its account and report, and when it began."""
+
+    plan: StagePlan
+    capture: NcuCapture
+    report: Path | None
+    t0: float
+
+
+def _ncu_stages(a: Analysis, opts: NcuOptions, trace_first: bool) -> tuple[NcuLight, NcuDeep | None]:
+    """Nsight Compute's two stages (after the trace, where it runs first), on the lease."""
+    if trace_first and a.traced is None:  # stage 0: the timeline: launches per kernel, real durations, host overhead
+        _trace(a, "trace stage: the timeline of every launch (CUPTI)")
+    lit = _ncu_light(a, opts)
+    if lit.seen is None:
+        lit.result.stages, lit.result.notes = a.stages, a.notes
+        return lit, None
+    plan = stage2_plan(sorted(set(lit.seen.classes.values())))  # stage 2: each top kernel's first launch
+    a.note(f"stage 2: {', '.join(plan.sections)} for {len(lit.seen.top)} kernel(s)")
+    t0 = time.monotonic()
+    cap2, rep2 = _ncu_deep_capture(a, [n for n, _ in lit.seen.top], plan.sections, plan.metrics)
+    return lit, NcuDeep(plan, cap2, rep2, t0)
+
+
+def _ncu_finish(a: Analysis, lit: NcuLight, deep: NcuDeep) -> AnalyzeResult:
+    """After the lease: the deep report read and kept, the deep stage's account, then the rules stage."""
+    assert lit.profile is not None and lit.seen is not None
+    result, deep_p, plan = lit.result, None, deep.plan
+    if deep.report is not None:
+        deep_p = load_profile(deep.report)
+        result.report_ids.append(store_report(deep.report, target=a.prep.display, stage="deep"))
+    a.stages.append(AnalyzeStage(name="deep", sections=plan.sections, rule_families=plan.families,
+                                 metrics=len(plan.metrics), capture=deep.capture, tool="ncu",
+                                 wall_s=round(time.monotonic() - deep.t0, 3),
+                                 kernels=[ks[0].name for _, ks in lit.seen.top]))
+    result.notes += a.notes + harness_notes(a.ws)
+    if deep.capture.status != "ok":
+        result.explanation = (f"The deep stage failed ({deep.capture.status}): {deep.capture.explanation} Findings "
+                              "below use the light stage only.")
+    return _rules_stage(a, result, lit.profile, deep_p, lit.seen.totals, plan.families)
+
+
+# ---------------------------------------------------------------------------------------- the verb
+def _start_evidence(req: AnalyzeRequest, prep: Prepared) -> Future[Evidence] | None:
+    """The program's SASS and ptxas evidence is CPU work: it runs while the GPU stages do."""
+    if not (req.sass and prep.artifact_id):
+        return None
+    ex = ThreadPoolExecutor(1, thread_name_prefix="analyze-evidence")
+    fut = ex.submit(artifact_evidence, prep.artifact_id)
+    ex.shutdown(wait=False)
+    return fut
+
+
+def _light_options(req: AnalyzeRequest) -> NcuOptions:
+    opts = NcuOptions(sections=STAGE1_SECTIONS, metrics=STAGE1_METRICS, kernel_regex=req.kernel_regex,
+                      launch_skip=req.launch_skip, launch_count=req.launch_count, clock_control=req.clock_control,
+                      import_source=False)
+    validate_options(opts)
+    return opts
+
+
+def _cupti_first(a: Analysis, trace_first: bool) -> AnalyzeResult | None:
+    """A program's both stages in its own run (CUPTI collector); None where Nsight Compute must measure."""
+    if trace_first:
+        _trace(a, "trace stage: the timeline of every launch (CUPTI)")
+    a.note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
+           "lines of the first ones, in the program's own run (CUPTI)")
+    run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
+                         launch_count=a.req.launch_count)
+    a.notes += run.notes
+    if run.usable:
+        return _analyze_cupti(a, run)
+    if a.cancelled():
+        return AnalyzeResult(status="cancelled", explanation="Cancelled.", mode=a.req.mode, stages=a.stages,
+                             notes=a.notes)
+    ncu_binary()
+    return None
 
 
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
             on_wait: WaitCallback | None = None, progress: Callable[[str], None] | None = None) -> AnalyzeResult:
-    from kernelscope.measure.ncu import load_profile
-    from kernelscope.tools.classify import classify
-
     check_overrides(req.overrides)
     s = ensure_dirs(settings)
-    light_opts = NcuOptions(sections=STAGE1_SECTIONS, metrics=STAGE1_METRICS, kernel_regex=req.kernel_regex,
-                            launch_skip=req.launch_skip, launch_count=req.launch_count,
-                            clock_control=req.clock_control, import_source=False)
-    _validate(light_opts)
+    light_opts = _light_options(req)
     can_trace = req.trace != "never" and tracer_available()
     # programs: both stages' measurements in the program's own run (CUPTI), Nsight Compute where that cannot
     cupti_first = (req.mode == "program" and req.light != "ncu" and req.kernel_regex is None and req.launch_skip == 0
                    and tracer_available())
     if not cupti_first:
-        _ncu_binary()
+        ncu_binary()
     trace_first = can_trace and (req.trace == "always" or (req.mode == "program" and not cupti_first))
     t_all = time.monotonic()
-    stages: list[AnalyzeStage] = []
-    notes: list[str] = []
-    note = progress or (lambda _m: None)
-    traced: Any = None
     with Workspace(prefix="analyze-") as ws:
         prep = prepare_target(req, ws.path, s)
-        # the program's SASS and ptxas evidence is CPU work: it runs while the GPU stages do
-        evidence = None
-        if req.sass and prep.artifact_id:
-            ex = ThreadPoolExecutor(1, thread_name_prefix="analyze-evidence")
-            evidence = ex.submit(artifact_evidence, prep.artifact_id)
-            ex.shutdown(wait=False)
-        with _lease(req.gpu, cancel, on_wait) as lease:
+        evidence = _start_evidence(req, prep)
+        with gpu_lease(req.gpu, cancel, on_wait) as lease:
+            a = Analysis(req=req, settings=s, prep=prep, ws=ws.path, lease=lease, cancel=cancel,
+                         note=progress or (lambda _m: None), can_trace=can_trace, evidence=evidence, t_all=t_all)
             if cupti_first:
-                if trace_first:
-                    note("trace stage: the timeline of every launch (CUPTI)")
-                    st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
-                    stages.append(st)
-                    notes += n
-                note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
-                     "lines of the first ones, in the program's own run (CUPTI)")
-                got, p1c, n, wall = _cupti_stage(prep, ws.path, lease, s, req, evidence, cancel)
-                notes += n
-                if p1c is not None:
-                    return _analyze_cupti(req, s, prep, ws.path, lease, got, p1c, wall, stages, notes, traced,
-                                          can_trace, evidence, t_all, note, cancel)
-                if cancel is not None and cancel.is_set():
-                    return AnalyzeResult(status="cancelled", explanation="Cancelled.", mode=req.mode, stages=stages,
-                                         notes=notes)
-                _ncu_binary()
+                done = _cupti_first(a, trace_first)
+                if done is not None:
+                    return done
                 trace_first = can_trace  # a program under Nsight Compute: the trace first, unless it ran already
-            # ---- stage 0: the timeline (CUPTI): launches per kernel, their real durations, host overhead
-            if trace_first and traced is None:
-                note("trace stage: the timeline of every launch (CUPTI)")
-                st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
-                stages.append(st)
-                notes += n
-            # ---- stage 1: light capture, class per kernel
-            kid, scope = None, "of every launch"
-            configs = 0
-            if traced is not None and req.kernel_regex is None and req.launch_skip == 0:
-                # the trace counts and times every launch, so the light stage needs one launch of each
-                # kernel and launch configuration (grid, block, shared memory), or of each kernel where the
-                # configurations are too many (shapes that change every launch)
-                configs = len(_launch_configs(traced[3]))
-                if req.launch_count is None or configs <= req.launch_count:
-                    light_opts = light_opts.model_copy(update={"launch_count": 1,
-                                                               "filter_mode": "per-launch-config"})
-                    scope = "of the first launch of each kernel and launch configuration"
-                else:
-                    kid, scope = "::regex:.*:1", "of each kernel's first launch"
-                    configs = 0
-            t0 = time.monotonic()
-            note(f"stage 1: speed of light, launch and occupancy {scope}")
-            cap1, rep1 = run_capture(prep, light_opts, ws=ws.path, lease=lease, s=s, name="stage1",
-                                     timeout_s=req.timeout_s, cancel=cancel, kernel_id=kid)
-            result = AnalyzeResult(status=cap1.status, explanation=cap1.explanation, fixes=cap1.fixes,
-                                   mode=req.mode, gpu_wait_s=lease.waited_s)
-            light = AnalyzeStage(name="light", sections=STAGE1_SECTIONS, metrics=len(STAGE1_METRICS),
-                                 capture=cap1, tool="ncu", wall_s=round(time.monotonic() - t0, 3))
-            stages.append(light)
-            if traced is not None:
-                _attach_trace(result, traced, prep.display)
-            if rep1 is None:
-                result.stages, result.notes = stages, notes
-                return result
-            p1 = load_profile(rep1, top_lines=0)
-            result.report_ids = [_store_report(rep1, target=prep.display, stage="light")]
-            totals = _trace_totals(traced)
-            groups = _group(p1, totals)
-            top = groups[:req.deep_kernels]
-            classes = {name: classify(_longest(ks)).cls for name, ks in top}
-            light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
-            light.kernels = [f"{ks[0].name}: {classes[n]}" for n, ks in top]
-            if traced is None and can_trace and req.trace == "auto" and len(p1.kernels) >= TRACE_AFTER_LAUNCHES:
-                note("trace stage: many launches, so the timeline between them")
-                st, traced, n = _trace_stage(prep, ws.path, lease, s, req, cancel)
-                stages.append(st)
-                notes += n
-                if traced is not None:
-                    _attach_trace(result, traced, prep.display)
-            # ---- stage 2: deep capture of the first launch of each top kernel
-            sections, families, metrics = stage2_plan(sorted(set(classes.values())))
-            note(f"stage 2: {', '.join(sections)} for {len(top)} kernel(s)")
-            t0 = time.monotonic()
-            cap2, rep2 = _ncu_deep_capture(prep, ws.path, lease, s, req, [n for n, _ in top], sections, metrics,
-                                           cancel)
-        p2 = None
-        if rep2 is not None:
-            p2 = load_profile(rep2)
-            result.report_ids.append(_store_report(rep2, target=prep.display, stage="deep"))
-        stages.append(AnalyzeStage(name="deep", sections=sections, rule_families=families, metrics=len(metrics),
-                                   capture=cap2, tool="ncu", wall_s=round(time.monotonic() - t0, 3),
-                                   kernels=[ks[0].name for _, ks in top]))
-        result.notes += notes + harness_notes(ws.path)
-        if cap2.status != "ok":
-            result.explanation = (f"The deep stage failed ({cap2.status}): {cap2.explanation} Findings below "
-                                  "use the light stage only.")
-        # ---- rules over the merged profiles, with SASS/ptxas evidence
-        return _rules_stage(result, req, p1, p2, evidence, totals, families, stages, t_all)
+            lit, deep = _ncu_stages(a, light_opts, trace_first)
+        if deep is None:
+            return lit.result
+        return _ncu_finish(a, lit, deep)  # rules over the merged profiles, with SASS/ptxas evidence

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kernelscope.errors import InputError
 from kernelscope.heuristics import load_all, run_rules
+from kernelscope.heuristics.classify import classify
 from kernelscope.measure.ncu import kernel_names, load_user_report, select_kernels
 from kernelscope.models import CompareResult, KernelProfile, MetricDelta
-from kernelscope.tools.classify import classify
 
 # field -> True when lower is better, False when higher is better, None when neither
 COMPARED: dict[str, bool | None] = {

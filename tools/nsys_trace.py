@@ -15,27 +15,28 @@ here, else CUPTI, and says why.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
-from kernelscope.measure.timeline import Timeline, TraceFacts, chrome_trace, load_cupti, load_nsys_sqlite, summarize
-from kernelscope.models import Finding, TraceCapture, TraceResult, TraceSummary
+from kernelscope.measure.capture import harness_notes
+from kernelscope.measure.timeline import Timeline
+from kernelscope.measure.trace import diagnose_timeline, run_cupti, run_nsys, store_trace
+from kernelscope.models import TraceCapture, TraceResult
 from kernelscope.sandbox.gpu import gpu_pool
-from kernelscope.sandbox.process import Limits, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.analyze import ProfileTarget, check_overrides, harness_notes
+from kernelscope.tools import capabilities as caps
+from kernelscope.tools.analyze import ProfileTarget, WaitCallback, check_overrides, prepare_target
+from kernelscope.tools.run import _read_source, job_env
 
-WaitCallback = Callable[[int, float], None]
+__all__ = ["TraceRequest", "choose_backend", "diagnose_timeline", "trace"]
+
 Backend = Literal["auto", "nsys", "cupti"]
 
 
@@ -64,8 +65,6 @@ class TraceRequest(ProfileTarget):
 # ------------------------------------------------------------------------------------ backends
 def choose_backend(requested: Backend) -> tuple[Literal["nsys", "cupti"], str | None]:
     """The backend to use, and why CUPTI stands in for nsys (None when nothing was substituted)."""
-    from kernelscope.tools import capabilities as caps
-
     if requested == "cupti":
         return "cupti", None
     ok, note = caps.check_nsys_reports(caps.tool_info("nsys"), probe=False)  # a missing nsys is a False too
@@ -78,9 +77,6 @@ def choose_backend(requested: Backend) -> tuple[Literal["nsys", "cupti"], str | 
 
 
 def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str]:
-    from kernelscope.tools.analyze import prepare_target
-    from kernelscope.tools.run import _read_source
-
     if req.trace_mode == "script":
         if any(v is not None for v in (req.artifact_id, req.reference, req.reference_path, req.candidate,
                                        req.candidate_path)):
@@ -92,66 +88,8 @@ def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str]:
     return prep.argv, prep.display
 
 
-def run_cupti(argv: list[str], ws: Path, env: dict[str, str], timeout_s: float, s: Settings,
-              cancel: threading.Event | None) -> tuple[Any, Timeline | None, list[str]]:
-    """Run ``argv`` with the CUPTI tracer injected; (process result, timeline or None, tracer messages)."""
-    from kernelscope.measure.cupti import build_tracer, tracer_env
-
-    lib = build_tracer(s)
-    tdir = ws / "trace"
-    tdir.mkdir(exist_ok=True)
-    for old in tdir.glob("trace-*.jsonl"):
-        old.unlink()
-    proc = run_process(argv, cwd=ws, env={**env, **tracer_env(lib, tdir)}, cancel=cancel,
-                       limits=Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True))
-    notes = [ln.strip() for ln in proc.stderr.splitlines() if ln.startswith("kernelscope-trace:")][:10]
-    tl = load_cupti(tdir) if any(tdir.glob("trace-*.jsonl")) else None
-    return proc, tl, notes
-
-
-def _run_nsys(argv: list[str], ws: Path, env: dict[str, str], req: TraceRequest,
-              cancel: threading.Event | None) -> tuple[Any, Timeline | None, list[str]]:
-    from kernelscope.toolchain import require
-
-    nsys = require("nsys")
-    out = ws / "trace"
-    cmd = [str(nsys), "profile", "--trace", "cuda,nvtx,osrt", "--sample", "none", "--cpuctxsw", "none",
-           "--output", str(out), "--force-overwrite", "true", "--export", "sqlite", *argv]
-    proc = run_process(cmd, cwd=ws, env=env, cancel=cancel,
-                       limits=Limits(wall_s=req.timeout_s, output_bytes=256 * 1024, isolate_network=True))
-    db = out.with_suffix(".sqlite")
-    notes = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
-             if "error" in ln.lower() and "nsys" in ln.lower()][:5]
-    return proc, load_nsys_sqlite(db) if db.is_file() else None, notes
-
-
-def store_trace(tl: Timeline, *, target: str) -> str:
-    """Keep a timeline as a Chrome/Perfetto JSON artifact (role ``trace``); returns its id."""
-    from kernelscope.artifacts import ArtifactMeta, content_id, get_store
-
-    data = json.dumps(chrome_trace(tl), separators=(",", ":")).encode()
-    aid = content_id({"trace": hashlib.sha256(data).hexdigest()})
-    art = get_store().put(ArtifactMeta(id=aid, kind="trace", source_name="trace.json",
-                                       extra={"target": target, "source": tl.source}),
-                          {"trace": ("trace.json", data)})
-    return art.id
-
-
-def diagnose_timeline(tl: Timeline, *, gap_threshold_ns: float = 2_000.0,
-                      overrides: dict[str, dict[str, float]] | None = None
-                      ) -> tuple[TraceSummary, TraceFacts, list[Finding]]:
-    """Summary, facts and ranked system findings of a timeline (raises ValueError without GPU activity)."""
-    from kernelscope.heuristics import load_all, merge, run_rules
-
-    load_all()
-    summary, facts = summarize(tl, gap_threshold_ns=gap_threshold_ns)
-    return summary, facts, merge(run_rules("trace", summary, overrides=overrides, context={"facts": facts}))
-
-
 def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
           on_wait: WaitCallback | None = None) -> TraceResult:
-    from kernelscope.tools.run import job_env
-
     check_overrides(req.overrides)
     s = ensure_dirs(settings)
     backend, fallback = choose_backend(req.backend)
@@ -167,7 +105,7 @@ def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: thread
             env = job_env(ws.path, s.home, lease)
             tl: Timeline | None = None
             if backend == "nsys":
-                proc, tl, notes = _run_nsys(argv, ws.path, env, req, cancel)
+                proc, tl, notes = run_nsys(argv, ws.path, env, req.timeout_s, cancel)
                 if tl is None and req.backend == "auto" and not proc.timed_out:
                     result.fallback = ("nsys did not produce its SQLite export"
                                        + (f" ({notes[0]})" if notes else "") + "; traced again with CUPTI")

@@ -1,0 +1,126 @@
+"""Where a kernel sits against its GPU's roofs, and which limit binds: pure functions over profiles.
+
+The class comes from Nsight Compute's speed-of-light percentages (how close the busiest compute unit
+and the busiest memory unit came to their peaks), occupancy and launch size; the roofline position
+(arithmetic intensity, attainable and achieved FLOP rate, time at the roof) comes from the measured
+FLOPs and DRAM bytes against the GPU's peaks (:data:`PEAKS`).
+"""
+
+from __future__ import annotations
+
+from kernelscope.models import Bottleneck, Evidence, GpuPeaks, KernelProfile, Roofline
+
+# Dense peaks at boost clock, from NVIDIA's datasheets.
+PEAKS: dict[str, GpuPeaks] = {
+    "H100 80GB HBM3": GpuPeaks(name="H100 SXM5 80GB", fp32_tflops=66.9, fp64_tflops=33.5, tf32_tensor_tflops=494.7,
+                               fp16_tensor_tflops=989.4, dram_gbps=3350, sm_count=132),
+    "H100 PCIe": GpuPeaks(name="H100 PCIe 80GB", fp32_tflops=51.2, fp64_tflops=25.6, tf32_tensor_tflops=378,
+                          fp16_tensor_tflops=756, dram_gbps=2000, sm_count=114),
+    "H200": GpuPeaks(name="H200 141GB", fp32_tflops=66.9, fp64_tflops=33.5, tf32_tensor_tflops=494.7,
+                     fp16_tensor_tflops=989.4, dram_gbps=4800, sm_count=132),
+    "A100": GpuPeaks(name="A100 SXM4 80GB", fp32_tflops=19.5, fp64_tflops=9.7, tf32_tensor_tflops=156,
+                     fp16_tensor_tflops=312, dram_gbps=2039, sm_count=108),
+    "L40S": GpuPeaks(name="L40S", fp32_tflops=91.6, fp64_tflops=1.4, tf32_tensor_tflops=183,
+                     fp16_tensor_tflops=362, dram_gbps=864, sm_count=142),
+    "RTX 4090": GpuPeaks(name="GeForce RTX 4090", fp32_tflops=82.6, fp64_tflops=1.3, tf32_tensor_tflops=82.6,
+                         fp16_tensor_tflops=165.2, dram_gbps=1008, sm_count=128),
+}
+
+SOL_HIGH_PCT = 60.0  # a unit this close to its peak is the limiter
+SOL_GAP_PCT = 10.0  # and must lead the other side by this much to call it alone
+MIN_WAVES = 1.0  # fewer waves than this: the grid cannot fill the GPU
+MIN_DURATION_NS = 5_000.0  # shorter kernels are dominated by launch overhead and tails
+
+
+def peaks_for(device: str | None) -> GpuPeaks | None:
+    if not device:
+        return None
+    for key, p in PEAKS.items():
+        if key.lower() in device.lower():
+            return p
+    return None
+
+
+def fp32_flops(k: KernelProfile) -> float | None:
+    cycles = k.num("smsp__cycles_elapsed.avg") or k.num("sm__cycles_elapsed.avg")
+    ffma = k.num("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed")
+    fadd = k.num("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed")
+    fmul = k.num("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed")
+    if cycles is None or (ffma is None and fadd is None and fmul is None):
+        return None
+    return (2 * (ffma or 0.0) + (fadd or 0.0) + (fmul or 0.0)) * cycles
+
+
+def roofline(k: KernelProfile, peaks: GpuPeaks) -> Roofline:
+    rd, wr = k.dram_bytes_read, k.dram_bytes_write
+    dram = (rd or 0.0) + (wr or 0.0) if rd is not None or wr is not None else None
+    return roofline_from(fp32_flops(k), dram, k.duration_ns, peaks)
+
+
+def roofline_from(flops: float | None, dram: float | None, t: float | None, peaks: GpuPeaks) -> Roofline:
+    """Roofline position from FLOPs, DRAM bytes and time (ns): measured, or analytic for a reference
+    problem (the ceiling an optimizer aims at)."""
+    ridge = peaks.fp32_tflops * 1e12 / (peaks.dram_gbps * 1e9)
+    ai = flops / dram if flops is not None and dram else None
+    attainable = min(peaks.fp32_tflops, ai * peaks.dram_gbps / 1e3) if ai is not None else None
+    achieved = flops / t / 1e3 if flops is not None and t else None
+    bw = dram / t if dram is not None and t else None  # bytes/ns = GB/s
+    roof_ns = None
+    if flops is not None or dram is not None:
+        roof_ns = max((flops or 0.0) / (peaks.fp32_tflops * 1e3), (dram or 0.0) / peaks.dram_gbps)
+    return Roofline(flops=flops, dram_bytes=dram, arithmetic_intensity=ai, ridge_point=round(ridge, 2),
+                    attainable_tflops=attainable, achieved_tflops=achieved, achieved_dram_gbps=bw,
+                    roofline_time_ns=roof_ns, fraction_of_roofline=roof_ns / t if roof_ns and t else None)
+
+
+def classify(k: KernelProfile) -> Bottleneck:
+    sm, mem = k.sm_throughput_pct, k.memory_throughput_pct
+    peaks = peaks_for(k.device)
+    roof = roofline(k, peaks) if peaks else None
+    ev = [Evidence(metric="sm__throughput.avg.pct_of_peak_sustained_elapsed", value=sm, threshold=SOL_HIGH_PCT,
+                   unit="%", source="ncu", kernel=k.name),
+          Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", value=mem,
+                   threshold=SOL_HIGH_PCT, unit="%", source="ncu", kernel=k.name)]
+
+    def out(cls: str, conf: float, why: str, extra: list[Evidence] | None = None) -> Bottleneck:
+        return Bottleneck(kernel=k.name, cls=cls, confidence=round(max(0.0, min(1.0, conf)), 2),  # type: ignore[arg-type]
+                          sm_throughput_pct=sm, memory_throughput_pct=mem, roofline=roof, peaks=peaks,
+                          evidence=ev + (extra or []), reasoning=why)
+
+    if sm is None or mem is None:
+        return out("mixed", 0.0, "speed-of-light metrics missing from the capture (capture the SpeedOfLight "
+                                 "section); no class can be given with evidence")
+    waves, dur = k.waves_per_sm, k.duration_ns
+    if (waves is not None and waves < MIN_WAVES) or (dur is not None and dur < MIN_DURATION_NS):
+        extra = [Evidence(metric="launch__waves_per_multiprocessor", value=waves, threshold=MIN_WAVES, source="ncu",
+                          kernel=k.name),
+                 Evidence(metric="gpu__time_duration.sum", value=dur, threshold=MIN_DURATION_NS, unit="ns",
+                          source="ncu", kernel=k.name)]
+        return out("launch/tail-limited", 0.8,
+                   f"{waves if waves is not None else '?'} waves per SM over {dur or 0:.0f} ns: the launch is too "
+                   "small or short to fill the GPU, so launch overhead and the tail dominate", extra)
+    if mem >= SOL_HIGH_PCT and sm >= SOL_HIGH_PCT and abs(mem - sm) < SOL_GAP_PCT:
+        return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
+                   f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
+    if mem >= SOL_HIGH_PCT and mem - sm >= SOL_GAP_PCT:
+        return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
+                   f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
+    if sm >= SOL_HIGH_PCT and sm - mem >= SOL_GAP_PCT:
+        return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
+                   f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
+    ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
+    if theo is not None and (theo < 50.0 or (ach is not None and ach < 0.6 * theo)):
+        extra = [Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo, threshold=50.0, unit="%",
+                          source="ncu", kernel=k.name),
+                 Evidence(metric="sm__warps_active.avg.pct_of_peak_sustained_active", value=ach, unit="%",
+                          source="ncu", kernel=k.name)]
+        return out("occupancy-limited", 0.6,
+                   f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) and too few warps are resident "
+                   f"(theoretical {theo:.0f}%, achieved {ach if ach is not None else float('nan'):.0f}%) to hide "
+                   "latency", extra)
+    top = next(iter(k.stall_reasons.items()), None)
+    extra = [Evidence(metric=f"stall:{top[0]}", value=top[1], unit="cycles/issue", source="ncu", kernel=k.name)] \
+        if top else []
+    return out("latency-bound", 0.6,
+               f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) although occupancy is adequate: "
+               f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)

@@ -1,0 +1,258 @@
+"""analyze's two-stage pipeline, its pure decisions: what each stage measures, what the class of a kernel
+asks of the deep stage, how stage profiles and evidence merge, and the rules stage that turns them into
+per-kernel diagnoses.
+
+Stage 1 (light) measures the speed of light, launch configuration, occupancy and roofline counters of each
+kernel (:data:`STAGE1_METRICS`); :func:`kernelscope.heuristics.classify.classify` gives each top kernel a
+class, and :func:`stage2_plan` turns the classes into the deep stage's sections, rule families and metrics.
+The rules stage (:func:`diagnose_stages`) merges each top kernel's light and deep profiles, runs every rule
+with the SASS and ptxas evidence and ranks the findings so that those explaining the class lead.
+
+Pure functions over :mod:`kernelscope.models`: the measuring lives in :mod:`kernelscope.measure`, the
+wiring in :mod:`kernelscope.tools.analyze`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from kernelscope.heuristics import REGISTRY, load_all, merge, run_rules
+from kernelscope.heuristics.classify import classify
+from kernelscope.heuristics.registry import SEVERITY_RANK
+from kernelscope.models import (
+    Finding,
+    KernelDiagnosis,
+    KernelProfile,
+    KernelResources,
+    KernelSassStats,
+    Profile,
+    TraceSummary,
+)
+
+Overrides = Mapping[str, Mapping[str, float]]
+
+# ------------------------------------------------------------------------------------------ stage 1
+# Stage 1 names its metrics instead of sections: speed of light, launch configuration, occupancy and
+# the roofline counters, for every launch, in few replay passes and a few kB per launch (the three
+# sections cost ~0.33 s and ~50 kB per launch on an H100; a program with hundreds of launches felt it).
+# The top kernels get the SpeedOfLight, LaunchStats and Occupancy sections in stage 2, with ncu's advice.
+STAGE1_SECTIONS: list[str] = []
+STAGE1_METRICS = [
+    "gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "launch__grid_size", "launch__block_size", "launch__registers_per_thread", "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic", "launch__waves_per_multiprocessor", "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_blocks", "launch__occupancy_limit_warps",
+    "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct",
+    "device__attribute_multiprocessor_count", "device__attribute_display_name",
+    "dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__cycles_elapsed.avg",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+# the light stage's hardware metrics when the CUPTI collector measures them (the rest of STAGE1_METRICS are
+# ncu's launch and device metrics, which kernelscope.measure.collector computes from the launch configuration)
+COLLECTOR_METRICS = [m for m in STAGE1_METRICS if not m.startswith(("launch__", "device__", "sm__maximum_warps"))]
+TRACE_AFTER_LAUNCHES = 16  # a measuring run that saw this many launches calls the trace stage (trace="auto")
+
+# ------------------------------------------------------------------------------------------ stage 2
+STAGE2_ALWAYS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
+# the class decides the deep sections and which rule families' metrics are collected
+STAGE2: dict[str, tuple[list[str], list[str]]] = {
+    "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
+                      "WarpStateStats"], ["memory", "stalls", "launch"]),
+    "latency-bound": (["WarpStateStats", "SchedulerStats", "SourceCounters", "MemoryWorkloadAnalysis"],
+                      ["stalls", "memory", "occupancy", "control", "latency", "launch"]),
+    "compute-bound": (["ComputeWorkloadAnalysis", "InstructionStats", "WarpStateStats", "SourceCounters"],
+                      ["compute", "instructions", "tensor", "stalls", "control", "launch"]),
+    "occupancy-limited": (["WarpStateStats", "SchedulerStats", "SourceCounters"],
+                          ["occupancy", "stalls", "memory", "launch"]),
+    "launch/tail-limited": (["SchedulerStats", "WarpStateStats", "SourceCounters"],
+                            ["launch", "occupancy", "stalls"]),
+    "mixed": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "ComputeWorkloadAnalysis",
+               "WarpStateStats", "SourceCounters"],
+              ["memory", "compute", "stalls", "control", "occupancy", "tensor", "launch", "latency"]),
+}
+
+
+class StagePlan(NamedTuple):
+    """What the deep stage measures for kernels of some classes."""
+
+    sections: list[str]  # Nsight Compute sections
+    families: list[str]  # rule families whose findings the classes call for
+    metrics: list[str]  # the metrics those families' rules read
+
+
+def stage2_plan(classes: list[str]) -> StagePlan:
+    """Sections, rule families and metrics for the deep stage of kernels of these classes."""
+    load_all()
+    sections: list[str] = list(STAGE2_ALWAYS)
+    families: list[str] = []
+    for c in classes:
+        secs, fams = STAGE2.get(c, STAGE2["mixed"])
+        sections += [x for x in secs if x not in sections]
+        families += [x for x in fams if x not in families]
+    metrics: list[str] = []
+    for r in REGISTRY.values():
+        if r.scope == "ncu" and r.family in families:
+            metrics += [m for m in r.metrics if m not in metrics]
+    return StagePlan(sections, families, metrics)
+
+
+# ------------------------------------------------------------------------------------------ kernels
+Totals = dict[str, tuple[int, float]]  # mangled name -> (launches, total ns), from a trace or the collector
+Groups = list[tuple[str, list[KernelProfile]]]  # launches by kernel (mangled name), by total time
+
+
+def trace_totals(summary: TraceSummary | None) -> Totals | None:
+    """Launch counts and summed durations per kernel (by mangled name) from the trace stage's summary."""
+    if summary is None:
+        return None
+    return {k.mangled_name: (k.count, k.total_ns) for k in summary.kernels if k.mangled_name}
+
+
+def longest(launches: list[KernelProfile]) -> KernelProfile:
+    """The launch that represents a kernel: its longest profiled one."""
+    return max(launches, key=lambda k: k.duration_ns or 0.0)
+
+
+def launch_count(name: str, ks: list[KernelProfile], totals: Totals | None) -> int:
+    return totals[name][0] if totals and name in totals else len(ks)
+
+
+def total_ns(name: str, ks: list[KernelProfile], totals: Totals | None) -> float:
+    return totals[name][1] if totals and name in totals else sum(k.duration_ns or 0.0 for k in ks)
+
+
+def group_launches(profile: Profile, totals: Totals | None = None) -> Groups:
+    """Launches grouped by kernel, by total time: the trace's (every launch, unserialized) where it
+    ran, else the profiled launches'."""
+    groups: dict[str, list[KernelProfile]] = {}
+    for k in profile.kernels:
+        groups.setdefault(k.mangled_name, []).append(k)
+    return sorted(groups.items(), key=lambda kv: -total_ns(kv[0], kv[1], totals))
+
+
+def classes_of(top: Groups) -> dict[str, str]:
+    """The bottleneck class of each top kernel (of its longest launch), by mangled name."""
+    return {name: classify(longest(ks)).cls for name, ks in top}
+
+
+def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelProfile:
+    """One kernel's light and deep captures as one profile: deep values win where both have one."""
+    if deep is None:
+        return light
+    data = light.model_dump()
+    for key, value in deep.model_dump().items():
+        if key in ("id", "metrics"):
+            continue
+        if value not in (None, [], {}):
+            data[key] = value
+    metrics = dict(light.metrics)
+    metrics.update({k: v for k, v in deep.metrics.items() if v.value is not None or k not in metrics})
+    data["metrics"] = metrics
+    return KernelProfile.model_validate(data)
+
+
+# ------------------------------------------------------------------------------------------ rules stage
+# which rule families explain a class: among findings of equal severity, these lead
+CLASS_FAMILIES: dict[str, set[str]] = {
+    "memory-bound": {"memory"},
+    "compute-bound": {"compute", "tensor", "control", "instructions"},
+    "latency-bound": {"latency", "stalls", "memory", "control"},
+    "occupancy-limited": {"occupancy", "launch"},
+    "launch/tail-limited": {"launch", "occupancy"},
+}
+
+
+def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
+    """Most severe first; at equal severity, findings that explain the kernel's bottleneck class (the
+    limiter the roofline names) before the rest, then by estimated impact."""
+    fams = CLASS_FAMILIES.get(cls)
+    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9),
+                                           0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
+
+
+def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | None = None,
+                     overrides: Overrides | None = None,
+                     extra: dict[str, list[Finding]] | None = None) -> list[KernelDiagnosis]:
+    """Class and ranked findings for each kernel (ncu rules, plus per-kernel extra findings)."""
+    load_all()
+    out = []
+    for k in kernels:
+        found = run_rules("ncu", k, overrides=overrides, context=context)
+        bottleneck = classify(k)
+        found = rank_for_class(merge(found + (extra or {}).get(k.mangled_name, [])), bottleneck.cls)
+        out.append(KernelDiagnosis(
+            id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
+            block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,
+            findings=found, top_stalls=dict(list(k.stall_reasons.items())[:4]),
+            hot_lines=[s.label for s in k.source_lines[:3]],
+            ncu_rule_titles=[r.title for r in k.ncu_rules if r.title and r.type in ("warning", "optimization")]))
+    return out
+
+
+def _evidence_findings(names: set[str], sass: list[KernelSassStats], ptxas: list[KernelResources],
+                       overrides: Overrides | None, ctx: dict[str, Any]) -> dict[str, list[Finding]]:
+    """The SASS and ptxas rules' findings of the top kernels (``names``); their evidence goes into ``ctx``."""
+    extra: dict[str, list[Finding]] = {}
+    for st in sass:
+        if st.mangled_name in names:
+            ctx["sass"][st.mangled_name] = st
+            extra.setdefault(st.mangled_name, []).extend(run_rules("sass", st, overrides=overrides))
+    for kr in ptxas:
+        if kr.mangled_name in names:
+            ctx["ptxas"][kr.mangled_name] = kr
+            extra.setdefault(kr.mangled_name, []).extend(run_rules("ptxas", [kr], overrides=overrides))
+    return extra
+
+
+def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
+                    sass: list[KernelSassStats] | None = None, ptxas: list[KernelResources] | None = None,
+                    overrides: Overrides | None = None,
+                    totals: Totals | None = None) -> tuple[list[KernelDiagnosis], Groups]:
+    """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
+    and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
+    Returns the diagnoses and the launch groups (by total time)."""
+    load_all()
+    groups = group_launches(light, totals)
+    top = groups[:deep_kernels]
+    deep_by: dict[str, KernelProfile] = {}
+    for k in deep.kernels if deep is not None else []:
+        deep_by.setdefault(k.mangled_name, k)
+    ctx: dict[str, Any] = {"sass": {}, "ptxas": {},
+                           "launches": {n: launch_count(n, ks, totals) for n, ks in groups},
+                           "total_ns": {n: total_ns(n, ks, totals) for n, ks in groups}}
+    extra = _evidence_findings({n for n, _ in top}, sass or [], ptxas or [], overrides, ctx)
+    merged = [merge_profiles(longest(ks), deep_by.get(n)) for n, ks in top]
+    diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
+    for d, (n, _) in zip(diags, top, strict=True):
+        d.launches = ctx["launches"][n]
+        d.total_duration_ns = ctx["total_ns"][n]
+    return diags, groups
+
+
+def other_kernels(groups: Groups, deep_kernels: int, totals: Totals | None, limit: int = 20) -> list[str]:
+    """The kernels past the top ones, as the answer lists them: name, launches and total time."""
+    return [f"{ks[0].name} ({launch_count(n, ks, totals)} launches, {total_ns(n, ks, totals) / 1e3:.1f} us)"
+            for n, ks in groups[deep_kernels:][:limit]]
+
+
+def override_problem(overrides: Overrides) -> str | None:
+    """What is wrong with rule threshold overrides (an unknown rule or threshold, named with the valid
+    ones), or None."""
+    load_all()
+    for rid, values in overrides.items():
+        if rid not in REGISTRY:
+            return f"No rule {rid!r}; rules: {', '.join(sorted(REGISTRY))}."
+        unknown = set(values) - set(REGISTRY[rid].thresholds)
+        if unknown:
+            return (f"Rule {rid} has no threshold {', '.join(sorted(unknown))}; it has: "
+                    f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
+    return None
+
+
+def system_findings(summary: TraceSummary, facts: Any, overrides: Overrides | None = None) -> list[Finding]:
+    """The system rules over a timeline's summary and facts (counts the summary does not list), ranked."""
+    load_all()
+    return merge(run_rules("trace", summary, overrides=overrides, context={"facts": facts}))

@@ -1,0 +1,120 @@
+"""analyze's measurements of a program in its own run: what the CUPTI collector is asked for (the light
+metrics of each kernel and launch configuration, and of the first :data:`DEEP_MAX` of them every rule
+family's metrics, the stall reasons and two source passes), the run itself, and the launch totals it gives
+where no trace ran.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelscope.config import Settings
+from kernelscope.errors import NotAvailable
+from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, STAGE2, Groups, Totals, stage2_plan
+from kernelscope.measure import collector
+from kernelscope.measure.collector import SOURCE_TOTALS, STALL_METRICS, Collected, DeepRequest
+from kernelscope.models import Profile
+from kernelscope.sandbox.process import ProcessResult
+
+DEEP_MAX = 16  # deep launches (metrics and source passes) of one CUPTI run; later configurations get the light ones
+CUPTI_DEEP_SECTIONS = ["rule metrics of every family", "WarpStateStats (stall reasons)",
+                       "SourceCounters (PC sampling, SASS metrics)"]
+
+
+def deep_metrics() -> list[str]:
+    """What the one CUPTI run measures of each deep launch besides the light metrics: every rule family's
+    hardware metrics and the warp stall reasons (WarpStateStats); the source-derived ones come from its source
+    passes."""
+    rules = stage2_plan(list(STAGE2)).metrics
+    skip = {*SOURCE_TOTALS, "smsp__inst_executed_op_bar.sum"}  # the last: the range profiler refuses it on the H100
+    return [m for m in dict.fromkeys([*rules, *STALL_METRICS])
+            if not m.startswith(("launch__", "device__")) and m not in COLLECTOR_METRICS and m not in skip]
+
+
+def collector_request() -> DeepRequest:
+    """The deep launches' part of analyze's CUPTI run (every kernel, at most DEEP_MAX configurations); the light
+    part is COLLECTOR_METRICS. tests/fixtures/collector/capture.py captures with exactly this."""
+    return DeepRequest(kernels=["*"], metrics=deep_metrics(), max_launches=DEEP_MAX)
+
+
+@dataclass
+class CollectorRun:
+    """The collector's run for both stages: what it collected (None where it could not run), whether that
+    can stand for both stages, the notes for the answer and the run's wall time."""
+
+    got: Collected | None
+    usable: bool = False
+    notes: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def deep_s(self) -> float:
+        """The deep stage's share of the run: its launches' passes and source passes."""
+        if self.got is None:
+            return 0.0
+        return (sum(src.wall_ns or 0.0 for src in self.got.sources)
+                + sum(ln.wall_ns or 0.0 for ln in self.got.launches if ln.deep)) / 1e9
+
+
+def collect_stages(argv: list[str], ws: Path, env: Mapping[str, str], *, timeout_s: float, s: Settings,
+                   cancel: threading.Event | None, launch_count: int | None) -> CollectorRun:
+    """Both stages' measurements in one run of the program (CUPTI collector): the first launch of each kernel
+    and launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule
+    family's metrics, the stall reasons and the source passes (PC sampling, SASS metrics)."""
+    t0 = time.monotonic()
+    try:
+        proc, got = collector.run_collector(argv, ws, dict(env), COLLECTOR_METRICS, timeout_s, s, cancel,
+                                            max_launches=max(launch_count or 64, 1), deep=collector_request())
+    except NotAvailable as e:
+        return CollectorRun(None, notes=[f"the CUPTI collector is not available here ({e}); Nsight Compute "
+                                         "measured instead"])
+    run = CollectorRun(got, notes=list(got.notes), wall_s=time.monotonic() - t0)
+    if proc.cancelled:
+        return run
+    if got.refused:
+        run.notes.append(f"this GPU's CUPTI does not know {', '.join(got.refused)}")
+    if not got.launches or proc.timed_out or proc.returncode != 0:
+        run.notes.append(f"the CUPTI collector measured nothing ({_why_nothing(proc, got)}); Nsight Compute "
+                         "measured instead")
+        return run
+    if got.errors:
+        run.notes.append("CUPTI collector: " + "; ".join(got.errors[:3]))
+    run.usable = True
+    return run
+
+
+def _why_nothing(proc: ProcessResult, got: Collected) -> str:
+    if proc.timed_out or proc.returncode != 0:
+        return f"the program {proc.describe_failure()}"
+    return "; ".join(got.errors[:3]) or "no launch was profiled"
+
+
+def collector_totals(c: Collected, profile: Profile) -> Totals:
+    """Launches and summed durations per kernel from the collector's launch counts per configuration: each
+    configuration's count times the duration of its profiled launch (else the kernel's mean profiled one)."""
+    dur: dict[tuple[Any, ...], float] = {}
+    by_kernel: dict[str, list[float]] = {}
+    for ln, k in zip(sorted(c.launches, key=lambda x: x.seq), profile.kernels, strict=False):
+        if k.duration_ns is not None:
+            dur[(ln.name, ln.grid, ln.block, ln.dyn_smem)] = k.duration_ns
+            by_kernel.setdefault(ln.name, []).append(k.duration_ns)
+    out: Totals = {}
+    for cfg in c.configs:
+        d = dur.get((cfg.name, cfg.grid, cfg.block, cfg.dyn_smem))
+        if d is None and by_kernel.get(cfg.name):
+            d = sum(by_kernel[cfg.name]) / len(by_kernel[cfg.name])
+        n, t = out.get(cfg.name, (0, 0.0))
+        out[cfg.name] = (n + cfg.launches, t + cfg.launches * (d or 0.0))
+    return out
+
+
+def deep_incomplete(got: Collected, top: Groups) -> list[str]:
+    """The top kernels whose first launch the CUPTI run did not measure deep (with its source passes)."""
+    deep = {ln.name for ln in got.launches if ln.deep}
+    sourced = {src.name for src in got.sources if src.sampled or src.counted}
+    return [n for n, _ in top if n not in deep or n not in sourced]

@@ -238,20 +238,6 @@ def other_kernels(groups: Groups, deep_kernels: int, totals: Totals | None, limi
             for n, ks in groups[deep_kernels:][:limit]]
 
 
-def override_problem(overrides: Overrides) -> str | None:
-    """What is wrong with rule threshold overrides (an unknown rule or threshold, named with the valid
-    ones), or None."""
-    load_all()
-    for rid, values in overrides.items():
-        if rid not in REGISTRY:
-            return f"No rule {rid!r}; rules: {', '.join(sorted(REGISTRY))}."
-        unknown = set(values) - set(REGISTRY[rid].thresholds)
-        if unknown:
-            return (f"Rule {rid} has no threshold {', '.join(sorted(unknown))}; it has: "
-                    f"{', '.join(sorted(REGISTRY[rid].thresholds)) or 'none'}.")
-    return None
-
-
 def system_findings(summary: TraceSummary, facts: Any, overrides: Overrides | None = None) -> list[Finding]:
     """The system rules over a timeline's summary and facts (counts the summary does not list), ranked."""
     load_all()

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from kernelscope.artifacts import get_store
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
+from kernelscope.heuristics import UnknownThreshold, registry
 from kernelscope.heuristics.pipeline import (
     STAGE1_METRICS,
     STAGE1_SECTIONS,
@@ -45,7 +46,6 @@ from kernelscope.heuristics.pipeline import (
     diagnose_stages,
     group_launches,
     other_kernels,
-    override_problem,
     stage2_plan,
     trace_totals,
 )
@@ -182,9 +182,10 @@ def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
 
 def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
     """Unknown rules or threshold names are refused by name, with the valid ones."""
-    problem = override_problem(overrides)
-    if problem is not None:
-        raise InputError(problem)
+    try:
+        registry.check_overrides(overrides)
+    except (ValueError, UnknownThreshold) as e:
+        raise InputError(str(e)) from None
 
 
 def gpu_lease(gpu: int | None, cancel: threading.Event | None,

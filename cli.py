@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from kernelscope._version import __version__
+from kernelscope.tools.capabilities import capability_report, render_report
 
 
 def _apply_settings(args: argparse.Namespace) -> None:
@@ -87,8 +88,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     _apply_settings(args)
-    from kernelscope.tools.capabilities import capability_report, render_report
-
     report = capability_report(probe=not args.no_probe)
     if args.json:
         print(report.model_dump_json(indent=2))

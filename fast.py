@@ -59,6 +59,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelscope.cutlass_headers import configured_root
+from kernelscope.cutlass_headers import require as require_cutlass
+
 _lock = threading.Lock()
 _streams: dict[int, Any] = {}
 _created: weakref.WeakSet[CudaKernel] = weakref.WeakSet()  # the kernels this process declared, for prebuild()
@@ -202,10 +205,9 @@ def nvrtc_cubin(source: str, name: str, options: Sequence[str]) -> Path:
 
 def cutlass_options() -> list[str]:
     """NVRTC options for CUTLASS/CuTe: its include folders and the toolkit's (libcu++). (NVRTC has no
-    --expt-relaxed-constexpr option and needs none: CuTe compiles without it there.)"""
-    from kernelscope.tools.cutlass import require
-
-    root = require()
+    --expt-relaxed-constexpr option and needs none: CuTe compiles without it there.) The root is the
+    one ``KERNELSCOPE_CUTLASS_ROOT`` names (the server passes its own to candidates), else the wheel's."""
+    root = require_cutlass(configured_root())
     opts = [f"-I{d}" for d in root.include_dirs]
     inc = toolkit_include()
     if inc:

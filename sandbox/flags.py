@@ -52,9 +52,11 @@ _VALUED: dict[str, re.Pattern[str]] = {
 _PTXAS_OPTS = re.compile(r"^(-v|--verbose|-O[0-3]|--warn-on-spills|--warn-on-local-memory-usage|"
                          r"--warn-on-double-precision-use|-dlcm=(ca|cg)|-dscm=(wb|cg|cs|wt)|"
                          r"--allow-expensive-optimizations=(true|false))$")
-# Libraries an executable may link.
-_LIBS = {"-lcublas", "-lcublasLt", "-lcurand", "-lcufft", "-lcusparse", "-lcusolver", "-lcuda", "-lnvrtc",
-         "-lnvToolsExt", "-lcudart", "-lm"}
+# Libraries an executable may link: the only library flags (-l<name>) accepted. Other nvcc options
+# spelled with -l (-lineinfo, -lto, -ltoir, -lib, -link, -ldir) are not libraries: -lineinfo is in
+# _SINGLE, the others are refused like any flag off the allowlist.
+LIBRARY_FLAGS = frozenset({"-lcublas", "-lcublasLt", "-lcurand", "-lcufft", "-lcusparse", "-lcusolver", "-lcuda",
+                           "-lnvrtc", "-lnvToolsExt", "-lcudart", "-lm"})
 _DEFINE = re.compile(rf"^-D{_MACRO}(={_MACRO_VALUE})?$")
 _UNDEFINE = re.compile(rf"^-U{_MACRO}$")
 
@@ -90,7 +92,7 @@ def check_nvcc_flags(flags: Sequence[str], *, max_flags: int = 64) -> list[str]:
         if flag in _SINGLE:
             out.append(flag)
             continue
-        if flag in _LIBS:
+        if flag in LIBRARY_FLAGS:
             out.append(flag)
             continue
         if _DEFINE.match(flag) or _UNDEFINE.match(flag):
@@ -122,16 +124,30 @@ def check_nvcc_flags(flags: Sequence[str], *, max_flags: int = 64) -> list[str]:
                 raise _refuse(f"{name}={value}", "the register limit must be between 16 and 255")
             out.append(f"{name}={value}")
             continue
-        reason = "it is not on the allowlist"
-        if name in ("-o", "--output-file", "-odir", "--output-directory", "-I", "--include-path", "-isystem",
-                    "-include", "--pre-include", "-L", "--library-path", "-ccbin", "--compiler-bindir",
-                    "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-optf",
-                    "--options-file", "-Xnvlink", "--keep-dir", "-keep", "--keep") or flag.startswith(
-                    ("-I", "-L", "-o", "@")):
-            reason = "output paths, include/library paths, options files and host-compiler pass-through are " \
-                     "controlled by kernelscope"
-        raise _refuse(flag, reason)
+        raise _refuse(flag, _refusal_reason(flag, name))
     return out
+
+
+# Options that name paths, options files or pass-through to the host compiler and linker.
+_PATH_OPTIONS = frozenset({
+    "-o", "--output-file", "-odir", "--output-directory", "-I", "--include-path", "-isystem", "-include",
+    "--pre-include", "-L", "--library-path", "-ldir", "--libdevice-directory", "-ccbin", "--compiler-bindir",
+    "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-optf", "--options-file", "-Xnvlink",
+    "--keep-dir", "-keep", "--keep",
+})
+
+
+def _refusal_reason(flag: str, name: str) -> str:
+    if name in _PATH_OPTIONS or flag.startswith(("-I", "-L", "-o", "@")):
+        return ("output paths, include/library paths, options files and host-compiler pass-through are "
+                "controlled by kernelscope")
+    return "it is not on the allowlist"
+
+
+def is_library_flag(flag: str) -> bool:
+    """Whether a normalised flag links a library (``-lcublas``), which only an executable can use.
+    ``-lineinfo`` and nvcc's other ``-l...`` options (``-lto``, ``-lib``, ...) are not libraries."""
+    return flag in LIBRARY_FLAGS
 
 
 def _ptxas(flag: str, values: str) -> list[str]:
@@ -180,4 +196,6 @@ def normalize_arch(arch: str) -> str:
     return f"sm_{a}"
 
 
-__all__ = ["arch_from_flags", "check_nvcc_flags", "has_arch_flag", "normalize_arch"]
+__all__ = [
+    "LIBRARY_FLAGS", "arch_from_flags", "check_nvcc_flags", "has_arch_flag", "is_library_flag", "normalize_arch",
+]

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from kernelscope.artifacts import get_store
+from kernelscope.diagnostics import parse_diagnostics, parse_ptxas_report
 from kernelscope.errors import InputError
-from kernelscope.tools.compile import CompileRequest, compile_cuda, parse_diagnostics, parse_ptxas_report
+from kernelscope.tools.compile import CompileRequest, compile_cuda
 
 SAXPY = """
 __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {
@@ -131,6 +132,18 @@ def test_bad_arch_is_a_diagnostic_or_refusal() -> None:
 def test_bad_input_is_refused_clearly(req: CompileRequest, match: str) -> None:
     with pytest.raises(InputError, match=match):
         compile_cuda(req)
+
+
+def test_lineinfo_in_flags_builds_a_cubin() -> None:
+    """-lineinfo starts with -l but is no library flag (issue 25): a cubin with it compiles."""
+    r = compile_cuda(CompileRequest(source=SAXPY, arch="sm_90", output="cubin", flags=["-lineinfo", "-O3"]))
+    assert r.success and r.kind == "cubin", r.first_error
+    assert r.command.count("-lineinfo") == 1
+
+
+def test_library_flags_still_need_an_executable() -> None:
+    with pytest.raises(InputError, match="only make sense for executables"):
+        compile_cuda(CompileRequest(source=SAXPY, arch="sm_90", output="cubin", flags=["-lineinfo", "-lcublas"]))
 
 
 def test_parsers_on_recorded_output() -> None:

@@ -1,7 +1,7 @@
 import pytest
 
 from kernelscope.errors import InputError
-from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, normalize_arch
+from kernelscope.sandbox.flags import arch_from_flags, check_nvcc_flags, is_library_flag, normalize_arch
 
 
 def test_allowed_flags_are_normalised() -> None:
@@ -45,3 +45,27 @@ def test_normalize_arch(given: str, want: str) -> None:
 def test_bad_arch(bad: str) -> None:
     with pytest.raises(InputError, match="not a GPU architecture"):
         normalize_arch(bad)
+
+
+# nvcc options spelled with -l (nvcc 13 --help): only -l<library> links a library.
+@pytest.mark.parametrize("flag", ["-lineinfo", "--generate-line-info", "-lto", "--lto", "-ltoir", "--ltoir",
+                                  "-lib", "--lib", "-link", "--link", "-ldir=/tmp", "--libdevice-directory=/tmp",
+                                  "-lcublas", "-lm"])
+def test_only_library_flags_are_taken_for_libraries(flag: str) -> None:
+    assert is_library_flag(flag) is (flag in ("-lcublas", "-lm"))
+
+
+def test_lineinfo_is_allowed_and_no_library() -> None:
+    assert check_nvcc_flags(["-lineinfo", "--generate-line-info"]) == ["-lineinfo", "--generate-line-info"]
+    assert not any(is_library_flag(f) for f in check_nvcc_flags(["-lineinfo", "-O3"]))
+    assert [f for f in check_nvcc_flags(["-lineinfo", "-lcublas"]) if is_library_flag(f)] == ["-lcublas"]
+
+
+@pytest.mark.parametrize("flag,why", [
+    ("-lto", "not on the allowlist"), ("-ltoir", "not on the allowlist"), ("-lib", "not on the allowlist"),
+    ("--lib", "not on the allowlist"), ("-link", "not on the allowlist"), ("-lssl", "not on the allowlist"),
+    ("-ldir=/tmp", "include/library paths"), ("--libdevice-directory=/tmp", "include/library paths"),
+])
+def test_other_l_options_are_refused_for_what_they_are(flag: str, why: str) -> None:
+    with pytest.raises(InputError, match=why):
+        check_nvcc_flags([flag])

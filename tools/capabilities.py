@@ -1,55 +1,46 @@
 """capabilities: what this host can do (GPUs, CUDA tools, counter permission, nsys reports) and, for
 every feature it cannot offer, why not and how to fix it.
 
-Three layers, cheapest first:
-
-- static facts: NVML (through ``pynvml``) for the GPUs and the driver, :func:`tool_info` for the
-  tools, ``/proc/driver/nvidia/params`` and the process' capabilities for counter permission, the
-  Nsight Systems folder layout for its report importer, ``importlib.util.find_spec`` for torch/cupy
-  (nothing heavy is imported);
-- active probes (``probe=True``): a trivial CUDA program is built with nvcc in a workspace and run
-  under ``ncu`` (are the performance counters readable?) and ``nsys`` (can it build a report?).
-  Each probe runs at most once per process (until :func:`reset_caches`) and within
-  :data:`PROBE_WALL_S` seconds;
-- the verdicts: ``can[feature]`` and, for each ``False``, ``reasons[feature]`` = "why. Fix: how".
-
-Every subprocess goes through :func:`kernelscope.sandbox.process.run_process`.
+The facts come from :mod:`kernelscope.host` (GPUs through NVML, counter permission, the nsys report
+probe), :mod:`kernelscope.toolchain` (the CUDA tools and their versions), the CUTLASS locator and
+the evaluation pool; ``importlib.util.find_spec`` answers for torch/cupy (nothing heavy is imported).
+This module turns them into verdicts, ``can[feature]`` and, for each ``False``,
+``reasons[feature]`` = "why. Fix: how", and renders the report (``kernelscope doctor``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import os
 import platform
-import re
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from kernelscope import toolchain
 from kernelscope._version import __version__
+from kernelscope.cutlass_headers import CUTLASS_FIX
 from kernelscope.errors import KernelscopeError, NotAvailable
+from kernelscope.host import (
+    COUNTER_FIX,
+    check_counter_access,
+    check_nsys_reports,
+    default_arch,
+    gpu_inventory,
+    reset_probes,
+)
+from kernelscope.measure.cupti import cupti_paths
 from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
-from kernelscope.sandbox.process import Limits, build_env, network_isolation_status, run_process
-from kernelscope.sandbox.workspace import Workspace
+from kernelscope.sandbox.pool import current_pool
+from kernelscope.sandbox.process import network_isolation_status
 from kernelscope.toolchain import TOOL_NAMES, tool_info
-from kernelscope.tools.cutlass import CUTLASS_FIX
 from kernelscope.tools.cutlass import info as cutlass_info
 from kernelscope.tools.cutlass import reset_cache as reset_cutlass_cache
-
-FALLBACK_ARCH = "sm_90"
-PROBE_WALL_S = 120.0
-NVIDIA_PARAMS = Path("/proc/driver/nvidia/params")
-CAP_SYS_ADMIN = 21
 
 FEATURES: dict[str, str] = {
     "compile": "Compiling CUDA C++ (nvcc)",
     "sass": "SASS disassembly (cuobjdump/nvdisasm)",
-    "run": "Running and timing kernels",
+    "run": "Running and timing kernels on a GPU",
+    "run_cpu": "Eval runs on the CPU (run with device='cpu': correctness and CPU timing of PyTorch programs)",
     "energy": "Energy measurement (NVML energy counter)",
     "ncu_profile": "Profiling with Nsight Compute (ncu)",
     "nsys_trace": "Timeline tracing with Nsight Systems (nsys)",
@@ -58,464 +49,16 @@ FEATURES: dict[str, str] = {
     "cutlass": "CUTLASS/CuTe headers (compile with cutlass=true, search_cutlass, read_cutlass_file)",
 }
 
-COUNTER_FIX = (
-    "run kernelscope as root (or with CAP_SYS_ADMIN), or let every user read the counters: "
-    "`echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee "
-    "/etc/modprobe.d/nvidia-profiling.conf`, then reload the nvidia kernel module (or reboot); in a "
-    "container, start it with `--cap-add SYS_ADMIN`. See https://developer.nvidia.com/ERR_NVGPUCTRPERM"
-)
 NO_GPU_FIX = "run kernelscope on a host with an NVIDIA GPU and its driver (compile and SASS work without one)"
 GPU_RUNTIME_FIX = "`pip install 'kernelscope[gpu]'` (torch or cupy) in kernelscope's environment"
+CPU_RUNTIME_FIX = "`pip install torch` (a CPU build is enough) in kernelscope's environment"
 CUPTI_FIX = ("install the CUDA toolkit's CUPTI (cupti.h and libcupti, in the toolkit or the nvidia-cuda-cupti "
              "wheel) next to nvcc")
+# What a host without a GPU still runs, and what needs one (said with run's verdict there).
+CPU_RUNS_NOTE = ("eval runs still work on the CPU here (run with device='cpu', or 'auto'); GPU timing, program "
+                 "runs, energy and profiling need a GPU")
 
 _FIX_SEP = ". Fix: "
-
-# A kernel, a launch and a sync: enough for ncu to read one metric and for nsys to trace one kernel.
-_PROBE_SOURCE = r"""
-#include <cstdio>
-__global__ void kernelscope_probe(float* x) { x[threadIdx.x] = 2.0f * threadIdx.x; }
-int main() {
-    float* d = nullptr;
-    cudaError_t e = cudaMalloc(&d, 32 * sizeof(float));
-    if (e != cudaSuccess) { std::printf("cudaMalloc failed: %s\n", cudaGetErrorString(e)); return 2; }
-    kernelscope_probe<<<1, 32>>>(d);
-    e = cudaDeviceSynchronize();
-    cudaFree(d);
-    if (e != cudaSuccess) { std::printf("kernel failed: %s\n", cudaGetErrorString(e)); return 3; }
-    std::printf("kernelscope probe ok\n");
-    return 0;
-}
-"""
-_PROBE_KERNEL = "kernelscope_probe"
-
-
-# ----------------------------------------------------------------------------------------- GPUs
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _cores_per_sm(major: int, minor: int) -> int | None:
-    """FP32 cores per SM (CUDA C++ Programming Guide, arithmetic-instruction throughput table);
-    used only to turn NVML's core count into an SM count when NVML gives no SM count itself."""
-    if major in (7,) or (major, minor) == (8, 0):
-        return 64
-    if major >= 8:
-        return 128
-    return None
-
-
-def parse_cuda_visible_devices(value: str | None, gpus: Sequence[GpuInfo]) -> tuple[list[GpuInfo], str | None]:
-    """The GPUs CUDA programs will see under ``CUDA_VISIBLE_DEVICES=value``, in CUDA's order.
-
-    Entries are NVML indices or (prefixes of) ``GPU-`` UUIDs; as in CUDA, the list stops at the first
-    entry that names no device. MIG entries are not resolved: the list is then returned unfiltered."""
-    if value is None:
-        return list(gpus), None
-    entries = [e.strip() for e in value.split(",")]
-    if any(e.upper().startswith("MIG-") for e in entries):
-        return list(gpus), f"CUDA_VISIBLE_DEVICES={value!r} names MIG instances; all GPUs are listed"
-    chosen: list[GpuInfo] = []
-    for entry in entries:
-        match: GpuInfo | None = None
-        if re.fullmatch(r"\d+", entry):
-            match = next((g for g in gpus if g.index == int(entry)), None)
-        elif entry:
-            match = next((g for g in gpus if g.uuid and g.uuid.lower().startswith(entry.lower())), None)
-        if match is None or match in chosen:
-            break
-        chosen.append(match)
-    hidden = len(gpus) - len(chosen)
-    note = None
-    if hidden:
-        note = f"CUDA_VISIBLE_DEVICES={value!r} hides {hidden} of {len(gpus)} GPU(s) from kernelscope's programs"
-    return chosen, note
-
-
-def gpu_inventory() -> tuple[list[GpuInfo], str | None, str | None, str | None]:
-    """(GPUs visible to CUDA programs, a note, driver version, CUDA driver version) from NVML.
-
-    Never raises: without a driver the list is empty and the note says why and what still works."""
-    try:
-        import pynvml
-    except ImportError as e:
-        return [], f"NVML bindings are missing ({e}); fix: `pip install nvidia-ml-py`", None, None
-    try:
-        pynvml.nvmlInit()
-    except Exception as e:
-        return (
-            [],
-            f"no NVIDIA driver/GPU found (NVML: {e}); compile and SASS work, run/profile need a GPU",
-            None,
-            None,
-        )
-    notes: list[str] = []
-    driver: str | None = None
-    cuda: str | None = None
-    gpus: list[GpuInfo] = []
-    try:
-        driver = _nvml_try(lambda: _text(pynvml.nvmlSystemGetDriverVersion()))
-        cuda_int = _nvml_try(pynvml.nvmlSystemGetCudaDriverVersion_v2) or _nvml_try(
-            pynvml.nvmlSystemGetCudaDriverVersion
-        )
-        if cuda_int:
-            cuda = f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}"
-        count = _nvml_try(pynvml.nvmlDeviceGetCount) or 0
-        for i in range(count):
-            try:
-                gpus.append(_gpu_info(pynvml, i, notes))
-            except Exception as e:
-                notes.append(f"GPU {i} could not be queried (NVML: {e})")
-    except Exception as e:  # pragma: no cover - NVML failing after a successful init
-        notes.append(f"NVML query failed: {e}")
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    if not gpus and not notes:
-        notes.append("the NVIDIA driver is loaded but reports no GPU; run/profile need a GPU")
-    visible, vis_note = parse_cuda_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus)
-    if vis_note:
-        notes.append(vis_note)
-    if gpus and not visible:
-        notes.append("no GPU is visible to CUDA programs; fix: unset or correct CUDA_VISIBLE_DEVICES")
-    return visible, "; ".join(notes) or None, driver, cuda
-
-
-def _nvml_try(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception:
-        return None
-
-
-def _gpu_info(pynvml: Any, index: int, notes: list[str]) -> GpuInfo:
-    h = pynvml.nvmlDeviceGetHandleByIndex(index)
-    name = _text(pynvml.nvmlDeviceGetName(h))
-    uuid = _nvml_try(lambda: _text(pynvml.nvmlDeviceGetUUID(h)))
-    cc = _nvml_try(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(h))
-    major, minor = (int(cc[0]), int(cc[1])) if cc else (None, None)
-    mem = _nvml_try(lambda: pynvml.nvmlDeviceGetMemoryInfo(h))
-    sm_count = _nvml_try(lambda: int(pynvml.nvmlDeviceGetAttributes_v2(h).multiprocessorCount)) or None
-    if sm_count is None and major is not None and minor is not None:
-        cores = _nvml_try(lambda: int(pynvml.nvmlDeviceGetNumGpuCores(h)))
-        per_sm = _cores_per_sm(major, minor)
-        if cores and per_sm and cores % per_sm == 0:
-            sm_count = cores // per_sm
-    limit_mw = _nvml_try(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h)) or _nvml_try(
-        lambda: pynvml.nvmlDeviceGetPowerManagementLimit(h)
-    )
-    try:
-        pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
-        energy = True
-    except Exception as e:
-        energy = False
-        notes.append(f"GPU {index}: NVML energy counter not readable ({e})")
-    return GpuInfo(
-        index=index,
-        name=name,
-        uuid=uuid,
-        compute_capability=f"{major}.{minor}" if major is not None else None,
-        sm_arch=f"sm_{major}{minor}" if major is not None else None,
-        memory_total_bytes=int(mem.total) if mem is not None else None,
-        sm_count=sm_count,
-        power_limit_w=round(limit_mw / 1000.0, 1) if limit_mw else None,
-        energy_counter=energy,
-    )
-
-
-def default_arch(gpus: Sequence[GpuInfo]) -> str:
-    """The arch a compile request without one targets: the first visible GPU's, else sm_90."""
-    if gpus and gpus[0].sm_arch:
-        return gpus[0].sm_arch
-    return FALLBACK_ARCH
-
-
-# ------------------------------------------------------------------------- counter permission
-def parse_nvidia_params(text: str) -> dict[str, str]:
-    """``/proc/driver/nvidia/params`` ("Name: value" lines) -> dict."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip():
-            out[key.strip()] = value.strip()
-    return out
-
-
-def profiling_admin_only(params_path: Path = NVIDIA_PARAMS) -> bool | None:
-    """The driver's ``RmProfilingAdminOnly`` (NVreg_RestrictProfilingToAdminUsers): None if unknown."""
-    try:
-        value = parse_nvidia_params(params_path.read_text(errors="replace")).get("RmProfilingAdminOnly")
-    except OSError:
-        return None
-    if value is None or not value.strip().isdigit():
-        return None
-    return int(value) != 0
-
-
-def has_cap_sys_admin(status_text: str | None = None) -> bool | None:
-    """Whether this process holds CAP_SYS_ADMIN (from ``CapEff`` in /proc/self/status)."""
-    if status_text is None:
-        try:
-            status_text = Path("/proc/self/status").read_text()
-        except OSError:
-            return None
-    m = re.search(r"^CapEff:\s*([0-9a-fA-F]+)\s*$", status_text, re.M)
-    if not m:
-        return None
-    return bool(int(m.group(1), 16) >> CAP_SYS_ADMIN & 1)
-
-
-def static_counter_access(params_path: Path = NVIDIA_PARAMS, status_text: str | None = None) -> tuple[bool | None, str]:
-    """The answer the driver's settings give without running anything."""
-    admin_only = profiling_admin_only(params_path)
-    if admin_only is None:
-        return None, f"{params_path} is not readable; counter access is unknown until ncu tries"
-    if not admin_only:
-        return True, "the driver lets every user read the counters (RmProfilingAdminOnly: 0)"
-    cap = has_cap_sys_admin(status_text)
-    if cap:
-        return (
-            True,
-            "the driver restricts counters to admins (RmProfilingAdminOnly: 1); this process has CAP_SYS_ADMIN",
-        )
-    return False, (
-        "the driver restricts GPU performance counters to admin users (RmProfilingAdminOnly: 1) and this "
-        f"process is not one (euid {os.geteuid()}, no CAP_SYS_ADMIN); fix: {COUNTER_FIX}"
-    )
-
-
-def parse_ncu_probe(
-    output: str, returncode: int | None, metric: str = "sm__cycles_elapsed.avg"
-) -> tuple[bool | None, str]:
-    """Interpret ``ncu --metrics <metric>`` output of the probe run."""
-    if "ERR_NVGPUCTRPERM" in output:
-        return False, (
-            f"ncu reports ERR_NVGPUCTRPERM: this user may not access the GPU performance counters; fix: {COUNTER_FIX}"
-        )
-    if re.search(rf"^\s*{re.escape(metric)}\s+\S*\s*[\d,.]+\s*$", output, re.M) and "==ERROR==" not in output:
-        return True, f"ncu read {metric} from a probe kernel"
-    if "No kernels were profiled" in output:
-        return None, "ncu profiled no kernel of the probe program: " + _first_lines(output)
-    return None, f"the ncu probe was inconclusive (exit {returncode}): " + _first_lines(output)
-
-
-def _first_lines(text: str, n: int = 4, width: int = 300) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln.lower()] or lines
-    return " | ".join(errors[:n])[:width] or "(no output)"
-
-
-# --------------------------------------------------------------------------------- the probes
-_probe_lock = threading.Lock()  # guards the two dicts below; never held while a probe runs
-_probe_cache: dict[tuple[str, ...], tuple[bool | None, str]] = {}
-_probe_running: dict[tuple[str, ...], threading.Lock] = {}
-
-
-def _cached_probe(
-    key: tuple[str, ...], fn: Callable[[], tuple[bool | None, str]], run: bool
-) -> tuple[bool | None, str] | None:
-    """The cached result of probe ``key``. With ``run`` it runs ``fn`` once (concurrent callers wait
-    for that run); without, it returns None at once when no result is cached."""
-    with _probe_lock:
-        if key in _probe_cache or not run:
-            return _probe_cache.get(key)
-        key_lock = _probe_running.setdefault(key, threading.Lock())
-    with key_lock:
-        with _probe_lock:
-            if key in _probe_cache:
-                return _probe_cache[key]
-        result = fn()
-        with _probe_lock:
-            _probe_cache[key] = result
-        return result
-
-
-def _build_probe(ws: Workspace, nvcc: str, arch: str, deadline: float) -> tuple[Path | None, str]:
-    (ws.path / "probe.cu").write_text(_PROBE_SOURCE)
-    r = run_process(
-        [nvcc, f"-arch={arch}", "-O1", "-o", "probe", "probe.cu"],
-        cwd=ws.path,
-        limits=Limits(wall_s=max(1.0, min(90.0, deadline - time.monotonic())), output_bytes=64 * 1024),
-        env=build_env(home=ws.path),
-    )
-    if not r.ok or not (ws.path / "probe").is_file():
-        return (
-            None,
-            f"nvcc could not build the probe program for {arch} ({r.describe_failure()}): "
-            + _first_lines(r.stdout + r.stderr),
-        )
-    return ws.path / "probe", ""
-
-
-def _ncu_probe(ncu: str, nvcc: str, arch: str) -> tuple[bool | None, str]:
-    deadline = time.monotonic() + PROBE_WALL_S
-    with Workspace(prefix="probe-ncu-") as ws:
-        prog, why = _build_probe(ws, nvcc, arch, deadline)
-        if prog is None:
-            return None, why
-        r = run_process(
-            [ncu, "--metrics", "sm__cycles_elapsed.avg", "--clock-control", "none", "-c", "1", str(prog)],
-            cwd=ws.path,
-            limits=Limits(wall_s=max(1.0, deadline - time.monotonic()), output_bytes=256 * 1024),
-            env=build_env(home=ws.path),
-        )
-        if r.timed_out:
-            return None, f"the ncu probe {r.describe_failure()}"
-        return parse_ncu_probe(r.stdout + r.stderr, r.returncode)
-
-
-def check_counter_access(ncu: ToolInfo, gpus: Sequence[GpuInfo], *, probe: bool = True) -> tuple[bool | None, str]:
-    """Whether this user can read GPU performance counters: (answer, note). None means unknown.
-
-    The driver's settings answer first; when ncu, nvcc and a GPU are present an ncu run of a trivial
-    kernel decides (once per process, at most :data:`PROBE_WALL_S` s). With ``probe=False`` a probe
-    result from earlier is still used."""
-    if not gpus:
-        return None, "no GPU here, so the performance counters cannot be checked"
-    static, static_note = static_counter_access()
-    if static is False:
-        return static, static_note
-    nvcc = tool_info("nvcc")
-    if not (ncu.usable and ncu.path and nvcc.usable and nvcc.path):
-        missing = "ncu" if not (ncu.usable and ncu.path) else "nvcc"
-        return static, f"{static_note}; not confirmed with ncu ({missing} is not usable here)"
-    arch = default_arch(gpus)
-    ncu_path, nvcc_path = ncu.path, nvcc.path
-    result = _cached_probe(("ncu", ncu_path, nvcc_path, arch), lambda: _ncu_probe(ncu_path, nvcc_path, arch), probe)
-    if result is None:
-        return static, f"{static_note}; not confirmed by an ncu probe run"
-    if result[0] is None:
-        return static, f"{static_note}; {result[1]}"
-    return result
-
-
-# -------------------------------------------------------------------------------- nsys reports
-def nsys_importer(nsys_path: str | os.PathLike[str]) -> Path | None:
-    """Nsight Systems' QdstrmImporter where nsys looks for it (``host-linux-*/`` beside the folder
-    of the nsys binary), or None. Without it ``nsys profile`` ends with "Importer error status"."""
-    real = Path(os.path.realpath(nsys_path))
-    for base in (real.parent.parent, real.parent.parent.parent):
-        for cand in sorted(base.glob("host-linux-*/QdstrmImporter")):
-            if cand.is_file():
-                return cand
-    return None
-
-
-def _nsys_probe(nsys: str, nvcc: str, arch: str) -> tuple[bool | None, str]:
-    deadline = time.monotonic() + PROBE_WALL_S
-    with Workspace(prefix="probe-nsys-") as ws:
-        prog, why = _build_probe(ws, nvcc, arch, deadline)
-        if prog is None:
-            return None, why
-        out = ws.path / "r"
-        r = run_process(
-            [
-                nsys,
-                "profile",
-                "-o",
-                str(out),
-                "--force-overwrite",
-                "true",
-                "-t",
-                "cuda",
-                "-s",
-                "none",
-                "--cpuctxsw",
-                "none",
-                str(prog),
-            ],
-            cwd=ws.path,
-            limits=Limits(wall_s=max(1.0, deadline - time.monotonic()), output_bytes=256 * 1024),
-            env=build_env(home=ws.path),
-        )
-        text = r.stdout + r.stderr
-        rep = out.with_suffix(".nsys-rep")
-        if r.timed_out:
-            return None, f"the nsys probe {r.describe_failure()}"
-        if "Importer error" in text or not rep.is_file():
-            importer = re.search(r"^.*Importer error.*$", text, re.M)
-            written = ", ".join(sorted(p.name for p in ws.path.glob("r.*"))) or "nothing"
-            detail = importer.group(0).strip() if importer else _first_lines(text)
-            return False, f"`nsys profile` wrote {written} but no .nsys-rep: {detail}"
-        s = run_process(
-            [nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", str(rep)],
-            cwd=ws.path,
-            limits=Limits(wall_s=max(1.0, deadline - time.monotonic()), output_bytes=256 * 1024),
-            env=build_env(home=ws.path),
-        )
-        if _PROBE_KERNEL in s.stdout:
-            return True, "nsys traced a probe kernel and `nsys stats` summarised it"
-        if s.timed_out:
-            return None, f"`nsys stats` {s.describe_failure()}"
-        return (
-            False,
-            f"nsys wrote a report but `nsys stats` could not read it ({_first_lines(s.stdout + s.stderr)})",
-        )
-
-
-def static_nsys_reports(nsys_path: str | os.PathLike[str]) -> tuple[bool | None, str]:
-    """What the installation layout says: an nsys binary without its importer cannot build reports
-    (nsys wrapper scripts, e.g. the CUDA toolkit's, are not judged: None)."""
-    real = Path(os.path.realpath(nsys_path))
-    try:
-        with real.open("rb") as f:
-            is_elf = f.read(4) == b"\x7fELF"
-    except OSError:
-        return None, f"cannot read {real}"
-    importer = nsys_importer(real)
-    if importer is not None:
-        return None, f"nsys and its report importer ({importer}) are present"
-    if not is_elf:
-        return None, f"{nsys_path} is a wrapper; its report importer was not checked"
-    return False, (
-        f"its QdstrmImporter is not in host-linux-*/ beside {real.parent}, so captures end in "
-        "'Importer error status' without a .nsys-rep"
-    )
-
-
-def check_nsys_reports(
-    nsys: ToolInfo, gpus: Sequence[GpuInfo] | None = None, *, probe: bool = True
-) -> tuple[bool | None, str]:
-    """Whether nsys can capture a trace *and* build a report from it here: (answer, note).
-
-    ``gpus`` defaults to :func:`gpu_inventory`'s. With a GPU and nvcc a trivial program is traced
-    (once per process; ``probe=False`` uses an earlier result); otherwise the installation layout
-    answers (a missing report importer is decisive)."""
-    fallback = "the trace tool falls back to its CUPTI tracer"
-    if not (nsys.found and nsys.path):
-        note = nsys.note or "nsys not found"
-        return False, note if "CUPTI" in note else f"{note}; {fallback}"
-    if not nsys.usable:
-        return False, f"nsys at {nsys.path} is not usable ({nsys.note}); {fallback}"
-    if gpus is None:
-        gpus = gpu_inventory()[0]
-    static, static_note = static_nsys_reports(nsys.path)
-    result: tuple[bool | None, str] | None = None
-    nvcc = tool_info("nvcc")
-    if gpus and nvcc.usable and nvcc.path:
-        arch = default_arch(gpus)
-        nsys_path, nvcc_path = nsys.path, nvcc.path
-        result = _cached_probe(
-            ("nsys", nsys_path, nvcc_path, arch), lambda: _nsys_probe(nsys_path, nvcc_path, arch), probe
-        )
-    if result is not None and result[0] is not None:
-        ok, note = result
-    else:
-        ok = static
-        if result is not None:
-            note = f"{static_note}; {result[1]}"
-        elif not gpus:
-            note = f"{static_note}; not verified (no GPU here to trace a probe program)"
-        elif not (nvcc.usable and nvcc.path):
-            note = f"{static_note}; not verified (no usable nvcc to build a probe program)"
-        else:
-            note = f"{static_note}; not verified by a probe run"
-    if ok is False:
-        return False, (
-            f"nsys is present ({nsys.path}) but cannot build reports here ({note}); fix: install the full "
-            f"Nsight Systems package and put its nsys on PATH; {fallback}"
-        )
-    return ok, note
 
 
 # ------------------------------------------------------------------------------------ verdicts
@@ -544,6 +87,48 @@ def _tool_cause(t: ToolInfo) -> tuple[str, str] | None:
     )
 
 
+Cause = tuple[str, str]  # (why, fix)
+
+
+def _verdict(*causes: Cause | None) -> _Verdict:
+    real = [c for c in causes if c is not None]
+    return _Verdict(ok=not real, causes=real)
+
+
+def _no_gpu_cause(gpus: Sequence[GpuInfo], gpu_note: str | None) -> Cause | None:
+    if gpus:
+        return None
+    why, fix = _split_note(gpu_note, NO_GPU_FIX) if gpu_note else ("no NVIDIA GPU was found", NO_GPU_FIX)
+    why = why.split("; ")[0]  # the first clause says why; the rest repeats what still works
+    return (why if "GPU" in why else f"no usable NVIDIA GPU ({why})", fix)
+
+
+def _energy_cause(gpus: Sequence[GpuInfo]) -> Cause | None:
+    g0 = gpus[0] if gpus else None
+    if g0 is None or g0.energy_counter:
+        return None
+    return (
+        f"NVML's total-energy counter is not readable on GPU {g0.index} ({g0.name})",
+        "use a Volta-or-newer GPU whose driver exposes nvmlDeviceGetTotalEnergyConsumption; timings still work",
+    )
+
+
+def _run_verdicts(no_gpu: Cause | None, energy: Cause | None) -> dict[str, _Verdict]:
+    """``run`` (on a GPU), ``run_cpu`` (device='cpu': torch only) and ``energy``. Without a GPU but
+    with torch, run's reason says that eval runs work on the CPU and what needs a GPU."""
+    has_torch = _module_present("torch")
+    runtime = None if has_torch or _module_present("cupy") else ("neither torch nor cupy is importable",
+                                                                GPU_RUNTIME_FIX)
+    run_gpu = no_gpu
+    if no_gpu is not None and has_torch:
+        run_gpu = (f"{no_gpu[0]}; {CPU_RUNS_NOTE}", no_gpu[1])
+    return {
+        "run": _verdict(run_gpu, runtime),
+        "run_cpu": _verdict(None if has_torch else ("torch is not importable", CPU_RUNTIME_FIX)),
+        "energy": _verdict(no_gpu, runtime, energy),
+    }
+
+
 def _assess(
     tools: dict[str, ToolInfo],
     gpus: Sequence[GpuInfo],
@@ -554,27 +139,7 @@ def _assess(
     nsys_note: str,
     cutlass: CutlassInfo,
 ) -> dict[str, _Verdict]:
-    no_gpu: tuple[str, str] | None = None
-    if not gpus:
-        why, fix = _split_note(gpu_note, NO_GPU_FIX) if gpu_note else ("no NVIDIA GPU was found", NO_GPU_FIX)
-        why = why.split("; ")[0]  # the first clause says why; the rest repeats what still works
-        no_gpu = (why if "GPU" in why else f"no usable NVIDIA GPU ({why})", fix)
-
-    def verdict(*causes: tuple[str, str] | None) -> _Verdict:
-        real = [c for c in causes if c is not None]
-        return _Verdict(ok=not real, causes=real)
-
-    has_runtime = _module_present("torch") or _module_present("cupy")
-    runtime = None if has_runtime else ("neither torch nor cupy is importable", GPU_RUNTIME_FIX)
-    cupti = _cupti_cause(tools["nvcc"])
-
-    g0 = gpus[0] if gpus else None
-    energy = None
-    if g0 is not None and not g0.energy_counter:
-        energy = (
-            f"NVML's total-energy counter is not readable on GPU {g0.index} ({g0.name})",
-            "use a Volta-or-newer GPU whose driver exposes nvmlDeviceGetTotalEnergyConsumption; timings still work",
-        )
+    no_gpu = _no_gpu_cause(gpus, gpu_note)
     counters_cause = None
     if counters is False:
         why, _, fix = counters_note.partition("; fix: ")
@@ -582,16 +147,18 @@ def _assess(
     nsys_cause = None
     if nsys_ok is False:
         nsys_cause = (nsys_note.split("; fix: ")[0], _nsys_fix(nsys_note))
+    runs = _run_verdicts(no_gpu, _energy_cause(gpus))
     return {
-        "compile": verdict(_tool_cause(tools["nvcc"])),
-        "sass": verdict(_tool_cause(tools["cuobjdump"]), _tool_cause(tools["nvdisasm"])),
-        "run": verdict(no_gpu, runtime),
-        "energy": verdict(no_gpu, runtime, energy),
-        "ncu_profile": verdict(no_gpu, _tool_cause(tools["ncu"]), counters_cause),
-        "nsys_trace": verdict(no_gpu, _tool_cause(tools["nsys"]) or nsys_cause),
-        "cupti_trace": verdict(no_gpu, cupti),
-        "sanitizer": verdict(no_gpu, _tool_cause(tools["compute-sanitizer"])),
-        "cutlass": verdict(_cutlass_cause(cutlass)),
+        "compile": _verdict(_tool_cause(tools["nvcc"])),
+        "sass": _verdict(_tool_cause(tools["cuobjdump"]), _tool_cause(tools["nvdisasm"])),
+        "run": runs["run"],
+        "run_cpu": runs["run_cpu"],
+        "energy": runs["energy"],
+        "ncu_profile": _verdict(no_gpu, _tool_cause(tools["ncu"]), counters_cause),
+        "nsys_trace": _verdict(no_gpu, _tool_cause(tools["nsys"]) or nsys_cause),
+        "cupti_trace": _verdict(no_gpu, _cupti_cause(tools["nvcc"])),
+        "sanitizer": _verdict(no_gpu, _tool_cause(tools["compute-sanitizer"])),
+        "cutlass": _verdict(_cutlass_cause(cutlass)),
     }
 
 
@@ -603,9 +170,6 @@ def _cutlass_cause(cutlass: CutlassInfo) -> tuple[str, str] | None:
 
 def _cupti_cause(nvcc: ToolInfo) -> tuple[str, str] | None:
     """Why the CUPTI tracer cannot be built here (it needs nvcc, cupti.h and libcupti), or None."""
-    from kernelscope.errors import NotAvailable
-    from kernelscope.measure.cupti import cupti_paths
-
     nvcc_cause = _tool_cause(nvcc)
     if nvcc_cause is not None:
         return nvcc_cause
@@ -678,8 +242,6 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
 
 
 def _pool_status() -> PoolStatus | None:
-    from kernelscope.sandbox.pool import current_pool
-
     try:
         return current_pool().status()
     except KernelscopeError as e:
@@ -696,10 +258,9 @@ def cached_report(*, probe: bool = False) -> CapabilityReport:
 
 def reset_caches() -> None:
     """Forget the tool lookups, the probe results and the cached reports (re-probe on next use)."""
-    with _report_lock, _probe_lock:
+    with _report_lock:
         _report_cache.clear()
-        _probe_cache.clear()
-        _probe_running.clear()
+    reset_probes()
     toolchain.reset_cache()
     reset_cutlass_cache()
 

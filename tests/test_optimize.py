@@ -50,6 +50,7 @@ def test_run_answers_map_to_outcomes() -> None:
 
 
 async def test_optimize_end_to_end_on_cpu_and_resume(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="CPU evaluations need torch (its CPU build is enough)")
     out = tmp_path / "run"
     cfg = OptimizeConfig(reference=CASE / "reference.py", candidate=CASE / "candidate.py", out=out, budget=6,
                          device="cpu", timing_budget_s=0.1, trials=2, server=None)

@@ -62,12 +62,14 @@ def test_problem_directories_and_the_reference_start(tmp_path: Path, monkeypatch
     with pytest.raises(ValueError, match=r"without reference\.py"):
         resolve_problem(tmp_path)
     src = reference_as_candidate((CASE / "reference.py").read_text())
+    pytest.importorskip("torch", reason="the reference start is checked by importing it, which needs torch")
     ns: dict[str, Any] = {}
     exec(compile(src, "candidate.py", "exec"), ns)
     assert issubclass(ns["ModelNew"], ns["Model"])
     cfg = OptimizeConfig(reference=CASE / "reference.py", out=tmp_path, proposer="offline")
     with pytest.raises(ValueError, match="knob-annotated candidate"):
         make_expander(cfg, None, "")
+    pytest.importorskip("openai", reason="the LLM start needs the `llm` extra (openai)")
     cfg = OptimizeConfig(reference=CASE / "reference.py", out=tmp_path, proposer="openai", model="m")
     monkeypatch.setenv("OPENAI_API_KEY", "unused")
     _, start, _ = make_expander(cfg, None, (CASE / "reference.py").read_text())

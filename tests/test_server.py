@@ -135,7 +135,9 @@ async def test_progress_is_reported(client: Client) -> None:
         seen.append((progress, total, message))
 
     await client.call_tool("compile", {"source": SAXPY + "\n// progress\n"}, progress_callback=on_progress)
-    assert seen and seen[0] == (0, None, "compiling with nvcc") and seen[-1] == (1, 1, "compiled")
+    # a heartbeat may come in between on a loaded machine (the compile then takes over a second)
+    assert seen and seen[0] == (0, None, "compiling with nvcc") and seen[-1][1:] == (seen[-1][0], "compiled")
+    assert [m for _, _, m in seen[1:-1] if not m or not m.startswith("compiling with nvcc: ")] == []
 
 
 HOLD = ("#include <unistd.h>\n#include <cstdlib>\n"

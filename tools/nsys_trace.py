@@ -24,41 +24,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
-
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.measure.timeline import Timeline, TraceFacts, chrome_trace, load_cupti, load_nsys_sqlite, summarize
 from kernelscope.models import Finding, TraceCapture, TraceResult, TraceSummary
+from kernelscope.models.requests import Backend, TraceRequest
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.sandbox.process import Limits, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.analyze import ProfileTarget, check_overrides, harness_notes
+from kernelscope.tools.analyze import check_overrides, harness_notes
 
 WaitCallback = Callable[[int, float], None]
-Backend = Literal["auto", "nsys", "cupti"]
-
-
-class TraceRequest(ProfileTarget):
-    """What to trace: ``artifact_id`` (program), ``script``/``script_path`` (Python), or a reference and
-    candidate (eval)."""
-
-    script: str | None = Field(None, max_length=1_000_000, description="Python source to run and trace.")
-    script_path: str | None = Field(None, max_length=4096)
-    calls: int = Field(20, ge=1, le=1000, description="eval: candidate forward calls inside the traced range.")
-    backend: Backend = Field("auto", description="auto: nsys where it can build reports here, else CUPTI.")
-    gap_threshold_us: float = Field(2.0, ge=0.0, le=1e6, description="Idle spells shorter than this are not "
-                                                                     "counted as gaps.")
-    overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
-                                                   description="Rule thresholds to override: {rule: {name: value}}.")
-
-    @property
-    def trace_mode(self) -> Literal["program", "script", "eval"]:
-        if self.artifact_id is not None:
-            return "program"
-        if self.script is not None or self.script_path is not None:
-            return "script"
-        return "eval"
 
 
 # ------------------------------------------------------------------------------------ backends

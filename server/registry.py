@@ -231,6 +231,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self.tools: list[Tool] = []
+        self.specs: dict[str, ToolSpec[Any, Any]] = {}
 
     def tool(self, name: str, *, title: str, annotations: ToolAnnotations, request: type[Req], result: type[Res],
              summary: Callable[[Res], str], label: str | Callable[[Req], str],
@@ -240,6 +241,7 @@ class ToolRegistry:
 
         def register(body: Callable[[Req, Job], Res]) -> Callable[[Req, Job], Res]:
             self.tools.append(build_tool(spec, body))
+            self.specs[name] = spec
             return body
 
         return register

@@ -4,6 +4,7 @@ streamable HTTP on loopback."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -48,6 +49,59 @@ async def test_tools_are_listed_with_schemas_and_annotations(client: Client) -> 
     assert tools["sass"].annotations.read_only_hint is True
     assert tools["compile"].annotations.idempotent_hint is True
     assert set(tools["compile"].input_schema["properties"]) >= {"source", "path", "arch", "flags", "output"}
+
+
+# What a host loads into its model's context: name, title, description and input schema of every tool.
+TOOLS_LIST_BUDGET_TOKENS = 8000
+OUTPUT_SCHEMAS_BUDGET_CHARS = 80_000  # 95 KB before titles and defaults were dropped; about 72 KB now
+
+
+async def test_tools_list_stays_within_its_token_budget(client: Client) -> None:
+    tools = (await client.list_tools()).tools
+    lean = [{"name": t.name, "title": t.title, "description": t.description, "inputSchema": t.input_schema}
+            for t in tools]
+    tokens = len(json.dumps(lean)) // 4
+    assert tokens <= TOOLS_LIST_BUDGET_TOKENS, f"tools/list: about {tokens} tokens"
+    outputs = len(json.dumps([t.output_schema for t in tools]))
+    assert outputs <= OUTPUT_SCHEMAS_BUDGET_CHARS, f"output schemas: {outputs} characters"
+    for t in tools:  # pydantic's generated titles are not published (a property named `title` stays)
+        assert '"title": "' not in json.dumps(t.input_schema), t.name
+
+
+async def test_every_argument_is_declared_once_in_its_request_model(client: Client) -> None:
+    """The wire stays flat (no `req` wrapper); each tool's arguments are its request model's argument fields,
+    and a parameter shared by several tools has one description everywhere."""
+    from kernelscope.models.requests import is_argument
+    from kernelscope.server.tools import registry
+
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert {t.name for t in registry.tools} == set(listed)
+    seen: dict[str, set[str]] = {}
+    for name, spec in registry.specs.items():
+        props = listed[name].input_schema["properties"]
+        assert set(props) == {f.alias or n for n, f in spec.request.model_fields.items() if is_argument(f)}, name
+        for arg, schema in props.items():
+            seen.setdefault(arg, set()).add(schema.get("description", ""))
+    for shared in ("reference", "reference_path", "candidate", "candidate_path", "args", "timeout_s", "thresholds"):
+        assert len(seen[shared]) == 1, (shared, seen[shared])
+    from kernelscope.models.requests import AnalyzeRequest
+
+    assert {n for n, f in AnalyzeRequest.model_fields.items() if not is_argument(f)} >= {"seed", "gpu", "sass"}
+    assert "seed" not in listed["analyze"].input_schema["properties"]
+
+
+async def test_null_list_arguments_mean_their_default(client: Client) -> None:
+    r = await client.call_tool("compile", {"source": SAXPY, "flags": None})
+    assert not r.is_error and r.structured_content["success"], _text(r)
+
+
+def test_lean_schema_keeps_properties_named_title() -> None:
+    from kernelscope.server.registry import lean_schema
+
+    schema = {"title": "Finding", "type": "object", "properties": {"title": {"title": "Title", "type": "string"}},
+              "$defs": {"X": {"title": "X", "anyOf": [{"title": "Y", "type": "null"}]}}}
+    assert lean_schema(schema) == {"type": "object", "properties": {"title": {"type": "string"}},
+                                   "$defs": {"X": {"anyOf": [{"type": "null"}]}}}
 
 
 async def test_compile_then_sass_then_resources(client: Client) -> None:

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -316,29 +318,29 @@ def test_http_token_must_be_long_enough(capsys: pytest.CaptureFixture[str], tmp_
     assert "at least 16 characters" in capsys.readouterr().err
 
 
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _post(url: str, body: dict, headers: dict) -> tuple[int, dict, str]:
+    """One HTTP POST (urllib sends the given Host header instead of the URL's)."""
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
 def test_http_bearer_token_and_origin_are_enforced(tmp_path: Path) -> None:
     """A server started with a token: no token or a wrong one -> 401; the right one -> MCP answers; a
     foreign browser Origin -> refused even with the token (DNS-rebinding protection)."""
-    import json as _json
-    import urllib.error
-    import urllib.request
-
-    def post(url: str, body: dict, headers: dict) -> tuple[int, dict, str]:
-        req = urllib.request.Request(url, data=_json.dumps(body).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=20) as r:
-                return r.status, dict(r.headers), r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read().decode()
-
     token = "t0ken-" + "x" * 26
     (tmp_path / "tok").write_text(token + "\n")
     proc, port = _start_http(tmp_path, "--no-prewarm", "--token-file", str(tmp_path / "tok"))
     url = f"http://127.0.0.1:{port}/mcp"
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "0"}}}
-    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    init, base, post = INIT, JSON_HEADERS, _post
     try:
         assert post(url, init, base)[0] == 401
         code, headers, _ = post(url, init, {**base, "Authorization": "Bearer wrong-token-wrong-token"})
@@ -350,6 +352,50 @@ def test_http_bearer_token_and_origin_are_enforced(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_http_on_all_interfaces_with_a_token_answers_any_host(tmp_path: Path) -> None:
+    """The README's remote command (`--host 0.0.0.0 --token-file ...`) answers clients that reach it by a
+    name of the machine (it used to answer 421 Invalid Host header); the token and browser Origins are
+    still checked, and the server says where it listens, on stderr."""
+    token = "t0ken-" + "y" * 26
+    (tmp_path / "tok").write_text(token + "\n")
+    proc, port = _start_http(tmp_path, "--no-prewarm", "--host", "0.0.0.0", "--token-file", str(tmp_path / "tok"))
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = {**JSON_HEADERS, "Authorization": f"Bearer {token}"}
+    try:
+        for host in (f"gpu-box.example.org:{port}", f"10.1.2.3:{port}", "gpu-box"):
+            code, _, text = _post(url, INIT, {**auth, "Host": host})
+            assert code == 200 and "serverInfo" in text, (host, code, text)
+        assert _post(url, INIT, {**JSON_HEADERS, "Host": f"gpu-box:{port}"})[0] == 401
+        assert _post(url, INIT, {**auth, "Origin": "http://evil.example"})[0] == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert f"serving MCP over HTTP at http://0.0.0.0:{port}/mcp (all interfaces" in err, err
+    assert "Authorization: Bearer <token>" in err
+
+
+def test_http_on_loopback_keeps_dns_rebinding_protection(tmp_path: Path) -> None:
+    proc, port = _start_http(tmp_path, "--no-prewarm")
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        assert _post(url, INIT, {**JSON_HEADERS, "Host": f"rebound.example:{port}"})[0] == 421
+        assert _post(url, INIT, JSON_HEADERS)[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert f"serving MCP over HTTP at http://127.0.0.1:{port}/mcp" in err, err
+
+
+def test_stdio_serve_says_so_on_stderr_only(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "kernelscope", "serve", "--no-prewarm", "--home", str(tmp_path),
+                          "--root", str(tmp_path)], input=b"", capture_output=True, env=_serve_env(tmp_path),
+                         cwd=str(tmp_path), timeout=120)
+    assert out.stdout == b""
+    assert b"serving MCP over stdio" in out.stderr, out.stderr[-2000:]
 
 
 def test_cli_version() -> None:

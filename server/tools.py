@@ -97,16 +97,16 @@ def sass(req: SassRequest, job: Job) -> SassResult:
     matter for performance: instruction mix by class, global load/store widths (LDG.E.128 vs scalar),
     tensor-core instructions (HMMA/HGMMA/IMMA...), local memory (LDL/STL), FP64, MUFU, predication,
     registers; plus findings with ranked fixes. The full listing is a resource."""
-    opts = {"kernel": req.kernel, "interleave_source": req.interleave_source,
-            "max_listing_lines": req.max_listing_lines}
     if req.cubin_base64 is None:
         assert req.artifact_id is not None
-        return sass_mod.sass_for_artifact(req.artifact_id, **opts)  # type: ignore[arg-type]
+        return sass_mod.sass_for_artifact(req.artifact_id, kernel=req.kernel, interleave_source=req.interleave_source,
+                                          max_listing_lines=req.max_listing_lines)
     try:
         data = base64.b64decode(req.cubin_base64, validate=True)
     except (binascii.Error, ValueError):
         raise InputError("cubin_base64 is not valid base64.") from None
-    return sass_mod.sass_for_cubin_bytes(data, **opts)  # type: ignore[arg-type]
+    return sass_mod.sass_for_cubin_bytes(data, kernel=req.kernel, interleave_source=req.interleave_source,
+                                         max_listing_lines=req.max_listing_lines)
 
 
 @registry.tool("run", title="Run: correctness, timing, speedup, energy", annotations=WRITES, request=RunRequest,

@@ -57,9 +57,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         threading.Thread(target=prewarm, name="prewarm-eval", daemon=True).start()
     if args.transport == "stdio":
+        print(f"kernelscope {__version__}: serving MCP over stdio (this process's stdin and stdout)", file=sys.stderr,
+              flush=True)
         server.run("stdio")
         return 0
-    from kernelscope.server.http import build_app, is_loopback, read_token
+    from kernelscope.server.http import build_app, is_loopback, listen_message, read_token
 
     try:
         raw = os.environ.get("KERNELSCOPE_HTTP_TOKEN")
@@ -82,6 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     app = build_app(server, host=args.host, port=args.port, path=args.path, token=token,
                     allow_origins=args.allow_origin or [], allow_hosts=args.allow_host or [])
+    print(f"kernelscope {__version__}: {listen_message(args.host, args.port, args.path, token=token is not None)}",
+          file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
 
@@ -111,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     common(s)
     s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback only)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="HTTP bind address (default loopback; any other address needs --token-file)")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--path", default="/mcp", help="HTTP endpoint path")
     s.add_argument("--token-file", metavar="FILE",
@@ -120,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-origin", action="append", metavar="ORIGIN",
                    help="HTTP: a browser Origin to accept besides loopback ones (repeatable)")
     s.add_argument("--allow-host", action="append", metavar="HOST[:PORT]",
-                   help="HTTP: a Host header to accept besides loopback and the bind address (repeatable)")
+                   help="HTTP on loopback: a Host header to accept besides loopback ones, e.g. behind a proxy "
+                        "(repeatable; bound to another address with a token, every Host is accepted)")
     s.add_argument("--pool", choices=["local", "ray"], default=os.environ.get("KERNELSCOPE_POOL", "local"),
                    help="where `run` evaluations execute: this host's GPUs (one worker per GPU), or a Ray cluster")
     s.add_argument("--ray-address", default=os.environ.get("KERNELSCOPE_RAY_ADDRESS"), metavar="ADDRESS",

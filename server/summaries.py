@@ -15,6 +15,7 @@ from kernelscope.models import (
     KernelDiagnosis,
     NcuProfileResult,
     ProgramResult,
+    RunResult,
     SassResult,
     TraceResult,
 )
@@ -406,3 +407,11 @@ def cutlass_file_summary(r: CutlassFileResult, budget: int = FILE_BUDGET_CHARS) 
         out.append(f"[... continues: start_line={r.next_start_line}]")
     return "\n".join(out)
 
+
+
+def run_summary(r: RunResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
+    """The `run` tool's answer: the eval summary, or the program summary in program mode."""
+    if r.eval is not None:
+        return eval_summary(r.eval, budget)
+    assert r.program is not None
+    return program_summary(r.program, budget)

@@ -27,9 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, NamedTuple
-
-from pydantic import BaseModel, Field
+from typing import NamedTuple
 
 from kernelscope.artifacts import get_store
 from kernelscope.config import Settings, ensure_dirs
@@ -79,83 +77,13 @@ from kernelscope.models import (
     NcuCapture,
     Profile,
 )
+from kernelscope.models.requests import AnalyzeRequest, NcuOptions, ProfileTarget
 from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.run import HARNESS, _read_source, job_env, program_artifact, stage_program
 from kernelscope.tools.sass import sass_for_artifact
 
 WaitCallback = Callable[[int, float], None]
-
-
-# ---------------------------------------------------------------------------------------- requests
-class NcuOptions(BaseModel):
-    """What to capture and which launches."""
-
-    sections: list[str] = Field(default_factory=list, max_length=32,
-                                description="Nsight Compute section identifiers, e.g. SpeedOfLight, "
-                                            "MemoryWorkloadAnalysis, WarpStateStats, SourceCounters.")
-    section_set: Literal["basic", "detailed", "full", "roofline"] | None = Field(
-        None, description="A predefined set (ncu --set). Default when neither sections nor set nor metrics are "
-                          "given: 'detailed'.")
-    metrics: list[str] = Field(default_factory=list, max_length=256, description="Extra metric names.")
-    kernel_regex: str | None = Field(None, max_length=1000,
-                                     description="Only kernels whose (function) name matches this regex.")
-    launch_skip: int = Field(0, ge=0, le=1_000_000, description="Matching launches to skip first.")
-    launch_count: int | None = Field(None, ge=1, le=10_000, description="Matching launches to profile "
-                                                                         "(default: all, up to 10000).")
-    filter_mode: Literal["global", "per-launch-config"] = Field(
-        "global", description="per-launch-config: launch_skip and launch_count count the launches of each launch "
-                              "configuration (kernel, grid, block, shared memory) apart; launch_count=1 then "
-                              "profiles the first launch of every distinct configuration.")
-    clock_control: Literal["none", "base"] = Field("none", description="none: the GPU's own clocks (default); "
-                                                                      "base: lock to base clock (ncu's default).")
-    cache_control: Literal["all", "none"] = Field("all", description="all: flush caches before each replay pass.")
-    import_source: bool = Field(True, description="Embed the CUDA source so lines show in the report.")
-
-
-class ProfileTarget(BaseModel):
-    """What runs under ncu: a compiled program, or an eval-mode reference/candidate pair."""
-
-    artifact_id: str | None = Field(None, description="program: an executable artifact from compile.")
-    args: list[str] = Field(default_factory=list, max_length=64)
-    reference: str | None = None
-    reference_path: str | None = None
-    candidate: str | None = None
-    candidate_path: str | None = None
-    seed: int = 42
-    calls: int = Field(1, ge=1, le=100, description="eval: candidate forward calls inside the profiled range.")
-    timeout_s: float = Field(300.0, gt=0, le=3600)
-    gpu: int | None = Field(None, ge=0)
-
-    @property
-    def mode(self) -> Literal["program", "eval"]:
-        return "program" if self.artifact_id is not None else "eval"
-
-
-class ProfileRequest(ProfileTarget, NcuOptions):
-    top_lines: int = Field(10, ge=0, le=200, description="Source lines kept per kernel.")
-
-
-class AnalyzeRequest(ProfileTarget):
-    kernel_regex: str | None = Field(None, max_length=1000)
-    launch_skip: int = Field(0, ge=0, le=1_000_000)
-    launch_count: int | None = Field(512, ge=1, le=10_000, description="Launches profiled by the light stage.")
-    deep_kernels: int = Field(3, ge=1, le=20, description="Kernels (by total time) that get the deep stage.")
-    clock_control: Literal["none", "base"] = "none"
-    sass: bool = Field(True, description="Add SASS statistics and ptxas evidence for artifacts.")
-    trace: Literal["auto", "always", "never"] = Field(
-        "auto", description="The CUPTI trace stage (the timeline of every launch): auto runs it after a measuring "
-                            "run that saw many launches (16 or more), and first for programs Nsight Compute "
-                            "measures (it counts and times every launch, so the light stage needs only each "
-                            "kernel's first); always runs it in every case.")
-    light: Literal["auto", "ncu"] = Field(
-        "auto", description="What measures a program's two stages: auto uses the CUPTI collector in the program's "
-                            "own run (light metrics of each kernel and launch configuration; deep metrics, stall "
-                            "reasons and source lines of their first launches; no profiler process) and Nsight "
-                            "Compute where the collector cannot or for eval-mode targets; ncu always uses Nsight "
-                            "Compute.")
-    overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
-                                                   description="Rule thresholds to override: {rule: {name: value}}.")
 
 
 # ---------------------------------------------------------------------------------------- target

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.cutlass_headers import CutlassRoot, compile_flags, headers_fingerprint, shorten_paths
@@ -31,6 +29,7 @@ from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics.resources import resource_findings
 from kernelscope.host import local_default_arch
 from kernelscope.models import CompileResult, Diagnostic, KernelResources
+from kernelscope.models.requests import CompileRequest
 from kernelscope.sandbox.flags import (
     arch_from_flags,
     check_nvcc_flags,
@@ -46,22 +45,10 @@ from kernelscope.tools import cutlass as cutlass_tool
 
 __all__ = ["CompileRequest", "check_includes", "compile_cuda", "local_default_arch"]
 
-OutputKind = Literal["auto", "cubin", "executable"]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\.(cu|cuh|cpp|cc)$")
 LOG_LIMIT = 16_000
 
 
-class CompileRequest(BaseModel):
-    source: str | None = Field(None, description="CUDA C++ source text.")
-    path: str | None = Field(None, description="A .cu file under the server's allowed roots (instead of source).")
-    arch: str | None = Field(None, description="Target, e.g. sm_90 or sm_90a. Default: the local GPU's, else sm_90.")
-    flags: list[str] = Field(default_factory=list, description="Extra nvcc flags (allowlisted).")
-    output: OutputKind = Field("auto", description="cubin, executable, or auto (executable if it defines main).")
-    lineinfo: bool = Field(True, description="Add -lineinfo so SASS and profiles map to source lines.")
-    filename: str = Field("kernel.cu", description="Name the inline source is compiled under (shown in diagnostics).")
-    cutlass: bool = Field(False, description="Compile against CUTLASS/CuTe: its include paths, -std=c++17 (unless "
-                                             "c++20 is given), --expt-relaxed-constexpr, and sm_90a for a default "
-                                             "sm_90 target (wgmma and TMA need the arch-specific target).")
 
 
 # --------------------------------------------------------------------------------------- checks

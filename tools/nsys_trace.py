@@ -21,45 +21,20 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
-
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.measure.capture import harness_notes
 from kernelscope.measure.timeline import Timeline
 from kernelscope.measure.trace import diagnose_timeline, run_cupti, run_nsys, store_trace
 from kernelscope.models import TraceCapture, TraceResult
+from kernelscope.models.requests import Backend, TraceRequest
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools import capabilities as caps
-from kernelscope.tools.analyze import ProfileTarget, WaitCallback, check_overrides, prepare_target
+from kernelscope.tools.analyze import WaitCallback, check_overrides, prepare_target
 from kernelscope.tools.run import _read_source, job_env
 
 __all__ = ["TraceRequest", "choose_backend", "diagnose_timeline", "trace"]
-
-Backend = Literal["auto", "nsys", "cupti"]
-
-
-class TraceRequest(ProfileTarget):
-    """What to trace: ``artifact_id`` (program), ``script``/``script_path`` (Python), or a reference and
-    candidate (eval)."""
-
-    script: str | None = Field(None, max_length=1_000_000, description="Python source to run and trace.")
-    script_path: str | None = Field(None, max_length=4096)
-    calls: int = Field(20, ge=1, le=1000, description="eval: candidate forward calls inside the traced range.")
-    backend: Backend = Field("auto", description="auto: nsys where it can build reports here, else CUPTI.")
-    gap_threshold_us: float = Field(2.0, ge=0.0, le=1e6, description="Idle spells shorter than this are not "
-                                                                     "counted as gaps.")
-    overrides: dict[str, dict[str, float]] = Field(default_factory=dict,
-                                                   description="Rule thresholds to override: {rule: {name: value}}.")
-
-    @property
-    def trace_mode(self) -> Literal["program", "script", "eval"]:
-        if self.artifact_id is not None:
-            return "program"
-        if self.script is not None or self.script_path is not None:
-            return "script"
-        return "eval"
 
 
 # ------------------------------------------------------------------------------------ backends

@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 import kernelscope
 from kernelscope.artifacts import Artifact, get_store
@@ -41,6 +41,7 @@ from kernelscope.models import (
     TimingStats,
     TrialResult,
 )
+from kernelscope.models.requests import EvalRequest, ProgramRequest
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
 from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
@@ -55,47 +56,6 @@ log = logging.getLogger("kernelscope.tools.run")
 HARNESS = Path(__file__).with_name("eval_harness.py")
 PACKAGE_PARENT = str(Path(kernelscope.__file__).resolve().parent.parent)
 WaitCallback = Callable[[int, float], None]
-
-
-class EvalRequest(BaseModel):
-    reference: str | None = Field(None, description="Reference module source (KernelBench: Model, get_inputs, "
-                                                    "get_init_inputs).")
-    reference_path: str | None = Field(None, description="Or a reference .py file under the allowed roots.")
-    candidate: str | None = Field(None, description="Candidate module source (defines ModelNew).")
-    candidate_path: str | None = Field(None, description="Or a candidate .py file under the allowed roots.")
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    trials: int = Field(5, ge=1, le=100)
-    tolerance: Literal["strict", "default", "kernelbench"] = "default"
-    rtol: float | None = Field(None, ge=0, le=1)
-    atol: float | None = Field(None, ge=0, le=1)
-    seed: int = 42
-    reference_modes: list[Literal["eager", "compile"]] = Field(default_factory=lambda: ["eager"])
-    timing_budget_s: float = Field(0.5, gt=0, le=60, description="Seconds of interleaved timed runs.")
-    min_runs: int = Field(30, ge=3, le=100_000)
-    max_runs: int = Field(2000, ge=3, le=100_000)
-    measure_energy: bool = False
-    energy_window_s: float = Field(2.0, ge=0.5, le=30)
-    allow_tf32: bool = False
-    flag_speedup_above: float = Field(10.0, gt=1)
-    verdict_margin: float = Field(0.02, ge=0, le=0.5, description="Speedup CI must clear 1 +/- this.")
-    timeout_s: float = Field(300.0, gt=0, le=3600)
-    gpu: int | None = Field(None, ge=0, description="GPU index to use (default: the first free one).")
-    keep_samples: bool = False
-    host_cover_us: float | None = Field(
-        None, ge=0, le=100_000, description="GPU-side wait before each timed call (µs), so the host's time to issue "
-                                            "it is not timed; default: twice the call's 90th-percentile host time "
-                                            "in the warm-up plus 30 µs, at most 1000; 0: off.")
-    executor: Literal["auto", "spawn"] = Field(
-        "auto", description="auto: fork from a warm server process (fast); spawn: a new interpreter per job.")
-
-
-class ProgramRequest(BaseModel):
-    artifact_id: str
-    args: list[str] = Field(default_factory=list, max_length=64)
-    stdin: str | None = Field(None, max_length=1 << 20)
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    kernel_times: bool = Field(False, description="Per-kernel GPU durations through Nsight Compute (slower).")
-    gpu: int | None = Field(None, ge=0)
 
 
 def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> str:

@@ -88,8 +88,9 @@ def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float
 def apps(light: str) -> int:
     """analyze against `ncu --set full` (every launch, and each kernel's first launch) on the applications."""
     from kernelscope.artifacts import get_store
-    from kernelscope.tools.analyze import AnalyzeRequest, analyze
-    from kernelscope.tools.compile import CompileRequest, compile_cuda
+    from kernelscope.models.requests import AnalyzeRequest, CompileRequest
+    from kernelscope.tools.analyze import analyze
+    from kernelscope.tools.compile import compile_cuda
 
     rows, tot = [], [0.0, 0.0, 0.0]
     for name, (src, argv) in APPS.items():
@@ -145,9 +146,10 @@ def main() -> int:
     if args.apps:
         return apps(args.light)
     from kernelscope.artifacts import get_store
+    from kernelscope.models.requests import AnalyzeRequest, CompileRequest
     from kernelscope.toolchain import require
-    from kernelscope.tools.analyze import AnalyzeRequest, analyze
-    from kernelscope.tools.compile import CompileRequest, compile_cuda
+    from kernelscope.tools.analyze import analyze
+    from kernelscope.tools.compile import compile_cuda
     from kernelscope.tools.sass import sass_for_artifact
 
     require("ncu")  # a clear error before any compile when Nsight Compute is missing

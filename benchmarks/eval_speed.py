@@ -35,7 +35,8 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ks-evalspeed-"))
     use_private_store([tmp])
-    from kernelscope.tools.run import EvalRequest, eval_candidate
+    from kernelscope.models.requests import EvalRequest
+    from kernelscope.tools.run import eval_candidate
 
     prob = PROBLEMS / args.problem
     paths = {"fast path (NVRTC)": (prob / "better.py", 'extern "C"'),

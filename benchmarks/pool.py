@@ -83,8 +83,8 @@ def cmd_ray(args: argparse.Namespace) -> None:
     import ray
 
     use_private_store()
+    from kernelscope.models.requests import EvalRequest
     from kernelscope.sandbox.pool import LocalPool, RayPool
-    from kernelscope.tools.run import EvalRequest
 
     cases = REPO / "tests" / "evalcases"
     ref = (cases / "ref_softmax.py").read_text()

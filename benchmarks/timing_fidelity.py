@@ -113,7 +113,8 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ks-fidelity-"))
     use_private_store([tmp])
-    from kernelscope.tools.run import EvalRequest, eval_candidate
+    from kernelscope.models.requests import EvalRequest
+    from kernelscope.tools.run import eval_candidate
 
     def evaluate(ref: Path, cand: Path):  # type: ignore[no-untyped-def]
         extra = {} if args.timing_budget is None else {"timing_budget_s": args.timing_budget}

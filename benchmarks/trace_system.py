@@ -46,7 +46,8 @@ CASES: dict[str, tuple[str, list[str], set[str], str | None]] = {
 def build(name: str) -> list[str]:
     """The command line of a case's program (C++ ones compiled through the compile tool)."""
     from kernelscope.artifacts import get_store
-    from kernelscope.tools.compile import CompileRequest, compile_cuda
+    from kernelscope.models.requests import CompileRequest
+    from kernelscope.tools.compile import compile_cuda
 
     if name == "small_ops":
         return [sys.executable, str(SYSTEM / "small_ops.py")]

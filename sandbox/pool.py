@@ -178,7 +178,8 @@ def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
     import tempfile
 
     import kernelscope
-    from kernelscope.tools.run import EvalRequest, build_only
+    from kernelscope.models.requests import EvalRequest
+    from kernelscope.tools.run import build_only
 
     if kernelscope.__version__ != version:
         return {"error": f"this node runs kernelscope {kernelscope.__version__}, the server {version}"}
@@ -207,7 +208,7 @@ def _node_name() -> str:
 def _ray_evaluate(req_json: str, built: dict[str, Any] | None, version: str) -> str:
     """A Ray task holding one GPU (or one CPU): the local pool's evaluation, on the GPU Ray assigned."""
     import kernelscope
-    from kernelscope.tools.run import EvalRequest
+    from kernelscope.models.requests import EvalRequest
 
     if kernelscope.__version__ != version:
         raise RuntimeError(f"this Ray node runs kernelscope {kernelscope.__version__}, the server "
@@ -287,7 +288,8 @@ class RayPool:
     def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
                  on_wait: Any = None) -> EvalResult:
         import kernelscope
-        from kernelscope.tools.run import EvalRequest, needs_build, resolve_sources
+        from kernelscope.models.requests import EvalRequest
+        from kernelscope.tools.run import needs_build, resolve_sources
 
         s = ensure_dirs(settings)
         ref_src, cand_src = resolve_sources(req, s)

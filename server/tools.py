@@ -46,6 +46,7 @@ from kernelscope.tools import analyze as analyze_mod
 from kernelscope.tools import capabilities as caps
 from kernelscope.tools import classify as classify_mod
 from kernelscope.tools import cutlass as cutlass_mod
+from kernelscope.tools import ncu_profile as ncu_profile_mod
 from kernelscope.tools import nsys_trace as trace_mod
 from kernelscope.tools import run as run_mod
 from kernelscope.tools import sass as sass_mod
@@ -171,7 +172,7 @@ def ncu_profile(req: ProfileRequest, job: Job) -> NcuProfileResult:
     the Nsight Compute UI). Counter-permission errors, a missing ncu and filters that match nothing come
     back explained, with the fix. Prefer `analyze` unless you need specific sections."""
     _need_target(req)
-    return analyze_mod.ncu_profile(req, cancel=job.cancel, on_wait=job.on_wait)
+    return ncu_profile_mod.ncu_profile(req, cancel=job.cancel, on_wait=job.on_wait)
 
 
 @registry.tool("bottleneck_classify", title="Bottleneck and roofline", annotations=READ_ONLY,

@@ -21,11 +21,12 @@ from kernelscope.measure.stages import COLLECTOR_METRICS, collector_request
 from kernelscope.measure.timeline import load_cupti
 from kernelscope.measure.trace import Traced, diagnose_timeline
 from kernelscope.models import AnalyzeStage, NcuCapture
+from kernelscope.models.requests import AnalyzeRequest, CompileRequest
 from kernelscope.sandbox.gpu import Lease
 from kernelscope.sandbox.process import ProcessResult
 from kernelscope.tools import analyze as profiling
-from kernelscope.tools.analyze import AnalyzeRequest, TraceStage, analyze
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.analyze import TraceStage, analyze
+from kernelscope.tools.compile import compile_cuda
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"

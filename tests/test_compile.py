@@ -9,7 +9,8 @@ import pytest
 from kernelscope.artifacts import get_store
 from kernelscope.diagnostics import parse_diagnostics, parse_ptxas_report
 from kernelscope.errors import InputError
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.models.requests import CompileRequest
+from kernelscope.tools.compile import compile_cuda
 
 SAXPY = """
 __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {

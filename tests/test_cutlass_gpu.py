@@ -115,7 +115,8 @@ class ModelNew(torch.nn.Module):
 
 
 def test_the_run_tool_evaluates_it_as_a_candidate(hg: ModuleType) -> None:
-    from kernelscope.tools.run import EvalRequest, eval_candidate
+    from kernelscope.models.requests import EvalRequest
+    from kernelscope.tools.run import eval_candidate
 
     src = (EXAMPLE.parent / "hopper_gemm.cu").read_text()
     r = eval_candidate(EvalRequest(reference=REFERENCE, candidate=CANDIDATE.format(src=src), device="cuda",

@@ -14,9 +14,10 @@ from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, STAGE1_METRICS
 from kernelscope.measure.collector import collected_profile, run_collector
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.stages import collector_request
+from kernelscope.models.requests import CompileRequest
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.toolchain import require
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.run import job_env, stage_program
 
 pytestmark = pytest.mark.gpu

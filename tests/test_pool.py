@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from kernelscope.errors import InputError, NotAvailable
+from kernelscope.models.requests import EvalRequest
 from kernelscope.sandbox.gpu import GpuPool
 from kernelscope.sandbox.pool import LocalPool, _pack, _unpack, build_cache, worker_dir
-from kernelscope.tools.run import EvalRequest, job_env, needs_build
+from kernelscope.tools.run import job_env, needs_build
 
 torch = pytest.importorskip("torch", reason="evaluations need torch (its CPU build is enough)")
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from kernelscope.config import get_settings
+from kernelscope.models.requests import EvalRequest
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.sandbox.pool import LocalPool, build_cache
-from kernelscope.tools.run import EvalRequest, build_only
+from kernelscope.tools.run import build_only
 
 pytestmark = pytest.mark.gpu
 PROBLEMS = Path(__file__).resolve().parent.parent / "examples" / "problems"

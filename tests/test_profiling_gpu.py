@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.tools.analyze import AnalyzeRequest, ProfileRequest, analyze
+from kernelscope.models.requests import AnalyzeRequest, CompileRequest, ProfileRequest
+from kernelscope.tools.analyze import analyze
 from kernelscope.tools.classify import classify_report
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.ncu_profile import ncu_profile
 
 pytestmark = pytest.mark.gpu

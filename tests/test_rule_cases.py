@@ -21,7 +21,8 @@ import pytest
 
 from kernelscope.heuristics import REGISTRY, SCOPES
 from kernelscope.measure.ncu import load_profile
-from kernelscope.measure.timeline import load_cupti, summarize
+from kernelscope.measure.summary import summarize
+from kernelscope.measure.timeline import load_cupti
 from kernelscope.models import (
     CompileResult,
     KernelProfile,

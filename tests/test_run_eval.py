@@ -14,7 +14,8 @@ from kernelscope.tools.eval_harness import bootstrap_ratio_ci, fallback_findings
 
 torch = pytest.importorskip("torch", reason="the eval harness tests need torch (CPU build is enough)")
 
-from kernelscope.tools.run import EvalRequest, eval_candidate  # noqa: E402
+from kernelscope.models.requests import EvalRequest  # noqa: E402
+from kernelscope.tools.run import eval_candidate  # noqa: E402
 
 CASES = Path(__file__).parent / "evalcases"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.run import EvalRequest, ProgramRequest, eval_candidate, run_program
+from kernelscope.models.requests import CompileRequest, EvalRequest, ProgramRequest
+from kernelscope.tools.compile import compile_cuda
+from kernelscope.tools.run import eval_candidate, run_program
 
 pytestmark = pytest.mark.gpu
 CASES = Path(__file__).parent / "evalcases"

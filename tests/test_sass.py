@@ -14,8 +14,9 @@ from kernelscope.artifacts import get_store
 from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
 from kernelscope.errors import InputError
 from kernelscope.models import KernelSassStats, SassResult
+from kernelscope.models.requests import CompileRequest
 from kernelscope.toolchain import locate
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.sass import (
     access_width_bits,
     instruction_class,

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.models.requests import CompileRequest
 from kernelscope.toolchain import tool_info
-from kernelscope.tools.compile import CompileRequest, compile_cuda
+from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.sass import sass_for_artifact, sass_for_cubin_bytes
 
 FIX = Path(__file__).parent / "fixtures" / "sass"

@@ -23,10 +23,11 @@ from kernelscope.measure.timeline import (
     load_cupti,
     load_nsys_sqlite,
 )
+from kernelscope.models.requests import TraceRequest
 from kernelscope.server.app import create_server
 from kernelscope.server.summaries import trace_summary
 from kernelscope.tools import nsys_trace as tracing
-from kernelscope.tools.nsys_trace import TraceRequest, diagnose_timeline
+from kernelscope.tools.nsys_trace import diagnose_timeline
 
 FIX = Path(__file__).parent / "fixtures" / "trace"
 CASES = sorted(p.name for p in FIX.iterdir() if (p / "case.json").is_file()) if FIX.is_dir() else []

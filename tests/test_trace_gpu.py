@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.tools.analyze import AnalyzeRequest, analyze
-from kernelscope.tools.compile import CompileRequest, compile_cuda
-from kernelscope.tools.nsys_trace import TraceRequest, choose_backend, trace
+from kernelscope.models.requests import AnalyzeRequest, CompileRequest, TraceRequest
+from kernelscope.tools.analyze import analyze
+from kernelscope.tools.compile import compile_cuda
+from kernelscope.tools.nsys_trace import choose_backend, trace
 
 pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parent.parent

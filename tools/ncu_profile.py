@@ -15,8 +15,9 @@ from kernelscope.heuristics.pipeline import diagnose_kernels
 from kernelscope.measure.capture import harness_notes, ncu_binary, run_capture, store_report, validate_options
 from kernelscope.measure.ncu import load_profile
 from kernelscope.models import NcuProfileResult
+from kernelscope.models.requests import ProfileRequest
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.analyze import ProfileRequest, WaitCallback, gpu_lease, prepare_target
+from kernelscope.tools.analyze import WaitCallback, gpu_lease, prepare_target
 from kernelscope.tools.run import job_env
 
 MAX_KERNELS_IN_ANSWER = 20

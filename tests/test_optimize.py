@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.agent.optimize import OptimizeConfig, optimize, outcome_from_run
+from kernelscope.agent.answers import outcome_from_run
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.loop import optimize
 
 pytestmark = pytest.mark.anyio
 CASE = Path(__file__).parent / "agentcases" / "chunked_sum"

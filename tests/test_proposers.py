@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from kernelscope.agent.optimize import OptimizeConfig, optimize
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.loop import optimize
 from kernelscope.agent.proposers import extract_code, rationale
 from kernelscope.agent.search.knobs import apply_knobs
 

@@ -17,15 +17,12 @@ from typing import Any
 
 import pytest
 
+from kernelscope.agent.answers import findings_of
+from kernelscope.agent.config import OptimizeConfig
 from kernelscope.agent.live import LiveView, PlainView
-from kernelscope.agent.optimize import (
-    OptimizeConfig,
-    findings_of,
-    make_expander,
-    optimize,
-    reference_as_candidate,
-    resolve_problem,
-)
+from kernelscope.agent.loop import optimize
+from kernelscope.agent.problems import reference_as_candidate, resolve_problem
+from kernelscope.agent.proposers import make_expander
 from kernelscope.agent.report import render_report, roofline_chart, write_report
 from kernelscope.agent.search import MCTS, KnobExpander, Outcome, parse_knobs, run_search
 

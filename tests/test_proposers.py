@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
+from kernelscope.agent.client import Evaluation, ServerPeer
 from kernelscope.agent.config import OptimizeConfig
 from kernelscope.agent.loop import optimize
 from kernelscope.agent.proposers import extract_code, rationale
@@ -56,6 +57,27 @@ class FakeModel:
         m = re.search(r"^CHUNKS = (\d+)", src, re.M)
         chunks = max(1, int(m.group(1)) // 4) if m else 1
         return re.sub(r"^CHUNKS = \d+.*$", f"CHUNKS = {chunks}", src, flags=re.M)
+
+
+@pytest.fixture
+def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each correct candidate's speedup is its nominal one (the case's reference waits 50 ms a call, a
+    candidate 1 ms a slice: 50 / CHUNKS) instead of the one timed on this machine.
+
+    The candidates still go through the real server (build, correctness, the op audit), but which node
+    the search expands next, and so which reply the model gives to which prompt, must not depend on how
+    busy the machine is: timed on a loaded CPU, a candidate with a quarter of its parent's slices was
+    measured slower than its parent, and the model was then asked about another node than the test meant."""
+    evaluate = ServerPeer.evaluate
+
+    async def nominal(self: ServerPeer, source: str) -> Evaluation:
+        ev = await evaluate(self, source)
+        m = re.search(r"^CHUNKS = (\d+)", source, re.M)
+        if ev.outcome.ok and m:
+            ev.outcome.speedup = 50.0 / int(m.group(1))
+        return ev
+
+    monkeypatch.setattr(ServerPeer, "evaluate", nominal)
 
 
 @pytest.fixture
@@ -128,7 +150,7 @@ def test_code_extraction() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("which", ["anthropic", "openai"])
 async def test_llm_proposer_end_to_end(which: str, provider: tuple[str, FakeModel], tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                       monkeypatch: pytest.MonkeyPatch, nominal_speedups: None) -> None:
     url, model = provider
     if which == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")

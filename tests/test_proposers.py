@@ -223,3 +223,27 @@ async def test_llm_proposer_looks_up_cutlass_through_the_server(which: str, prov
     system = model.calls[0]["body"]["system"] if which == "anthropic" else \
         model.calls[0]["body"]["messages"][0]["content"]
     assert "search_cutlass" in system
+
+
+def test_the_command_with_an_openai_endpoint(provider: tuple[str, FakeModel], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch, nominal_speedups: None,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`kernelscope optimize PROBLEM --device cpu --proposer openai --model M --budget N --out DIR`: plain
+    lines off a terminal, the summary line, the run directory."""
+    from kernelscope.cli import main
+
+    url, model = provider
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    start = tmp_path / "start.py"
+    start.write_text(apply_knobs((CASE / "candidate.py").read_text(), {"CHUNKS": "256", "WIDE_ACC": "0"}))
+    out = tmp_path / "run"
+    assert main(["optimize", str(CASE / "reference.py"), str(start), "--device", "cpu", "--proposer", "openai",
+                 "--model", "test-model", "--budget", "3", "--out", str(out), "--strategy", "greedy",
+                 "--timing-budget", "0.1", "--trials", "2", "--no-live"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("[1/3] node 0 start") and "[3/3] node 2" in printed
+    assert f"proposer openai ({len(model.calls)} LLM calls" in printed and f"run directory {out}" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluations"] == 3 and summary["proposer"] == "openai" and summary["llm_calls"] == len(model.calls)
+    assert (out / "report.html").is_file() and (out / "best.py").is_file()

@@ -9,6 +9,14 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.problems import problem_name
 from kernelscope.agent.search.strategies import SearchState
 from kernelscope.agent.search.tree import Node
 
@@ -45,8 +53,6 @@ class LiveView:
     the best candidate, what is running now, and the latest results."""
 
     def __init__(self, budget: int, time_s: float | None, title: str, console: Any | None = None) -> None:
-        from rich.console import Console
-
         self.budget, self.time_s, self.title = budget, time_s, title
         self.console = console or Console()
         self.t0 = time.monotonic()
@@ -56,11 +62,6 @@ class LiveView:
         self._live: Any = None
 
     def __rich__(self) -> Any:
-        from rich.console import Group
-        from rich.panel import Panel
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-
         with self._lock:
             st, now = self.st, self.now
         done = len(st.nodes) if st else 0
@@ -86,8 +87,6 @@ class LiveView:
         return Panel(Group(head, recent), title=self.title, border_style="cyan")
 
     def __enter__(self) -> LiveView:
-        from rich.live import Live
-
         self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
         self._live.__enter__()
         return self
@@ -109,12 +108,10 @@ class LiveView:
             self.now = "choosing the next candidate"
 
 
-def make_view(cfg: Any, *, live: bool | None = None) -> PlainView | LiveView:
+def make_view(cfg: OptimizeConfig, *, live: bool | None = None) -> PlainView | LiveView:
     """The live panel when ``live`` (default: stdout is a terminal), else plain lines."""
     if live is None:
         live = sys.stdout.isatty()
     if not live:
         return PlainView(cfg.budget)
-    from kernelscope.agent.optimize import problem_name
-
     return LiveView(cfg.budget, cfg.time_s, f"kernelscope optimize: {problem_name(cfg.reference)} ({cfg.strategy})")

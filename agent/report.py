@@ -15,7 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from kernelscope.agent.optimize import all_findings, problem_name, top_kernel
+from kernelscope.agent.answers import all_findings, top_kernel
+from kernelscope.agent.problems import problem_name
 
 W, H, PAD = 760, 300, 64
 

@@ -68,7 +68,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROBLEMS, device_line, table
 
-from kernelscope.agent.optimize import OptimizeConfig, findings_of, worth_profiling
+from kernelscope.agent.answers import findings_of
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.loop import worth_profiling
 from kernelscope.agent.search import MCTS, Beam, Greedy, KnobExpander, Outcome, RandomSearch, run_search
 from kernelscope.agent.search.knobs import Knob, apply_knobs, parse_knobs
 

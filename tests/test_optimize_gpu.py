@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.agent.optimize import OptimizeConfig, _server_params, optimize, outcome_from_run
+from kernelscope.agent.answers import outcome_from_run
+from kernelscope.agent.client import _server_params
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.loop import optimize
 
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 PROBLEMS = Path(__file__).resolve().parent.parent / "examples" / "problems"

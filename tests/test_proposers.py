@@ -16,7 +16,9 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from kernelscope.agent.optimize import OptimizeConfig, optimize
+from kernelscope.agent.client import Evaluation, ServerPeer
+from kernelscope.agent.config import OptimizeConfig
+from kernelscope.agent.loop import optimize
 from kernelscope.agent.proposers import extract_code, rationale
 from kernelscope.agent.search.knobs import apply_knobs
 
@@ -55,6 +57,27 @@ class FakeModel:
         m = re.search(r"^CHUNKS = (\d+)", src, re.M)
         chunks = max(1, int(m.group(1)) // 4) if m else 1
         return re.sub(r"^CHUNKS = \d+.*$", f"CHUNKS = {chunks}", src, flags=re.M)
+
+
+@pytest.fixture
+def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each correct candidate's speedup is its nominal one (the case's reference waits 50 ms a call, a
+    candidate 1 ms a slice: 50 / CHUNKS) instead of the one timed on this machine.
+
+    The candidates still go through the real server (build, correctness, the op audit), but which node
+    the search expands next, and so which reply the model gives to which prompt, must not depend on how
+    busy the machine is: timed on a loaded CPU, a candidate with a quarter of its parent's slices was
+    measured slower than its parent, and the model was then asked about another node than the test meant."""
+    evaluate = ServerPeer.evaluate
+
+    async def nominal(self: ServerPeer, source: str) -> Evaluation:
+        ev = await evaluate(self, source)
+        m = re.search(r"^CHUNKS = (\d+)", source, re.M)
+        if ev.outcome.ok and m:
+            ev.outcome.speedup = 50.0 / int(m.group(1))
+        return ev
+
+    monkeypatch.setattr(ServerPeer, "evaluate", nominal)
 
 
 @pytest.fixture
@@ -127,7 +150,7 @@ def test_code_extraction() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("which", ["anthropic", "openai"])
 async def test_llm_proposer_end_to_end(which: str, provider: tuple[str, FakeModel], tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                       monkeypatch: pytest.MonkeyPatch, nominal_speedups: None) -> None:
     url, model = provider
     if which == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
@@ -200,3 +223,27 @@ async def test_llm_proposer_looks_up_cutlass_through_the_server(which: str, prov
     system = model.calls[0]["body"]["system"] if which == "anthropic" else \
         model.calls[0]["body"]["messages"][0]["content"]
     assert "search_cutlass" in system
+
+
+def test_the_command_with_an_openai_endpoint(provider: tuple[str, FakeModel], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch, nominal_speedups: None,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`kernelscope optimize PROBLEM --device cpu --proposer openai --model M --budget N --out DIR`: plain
+    lines off a terminal, the summary line, the run directory."""
+    from kernelscope.cli import main
+
+    url, model = provider
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
+    start = tmp_path / "start.py"
+    start.write_text(apply_knobs((CASE / "candidate.py").read_text(), {"CHUNKS": "256", "WIDE_ACC": "0"}))
+    out = tmp_path / "run"
+    assert main(["optimize", str(CASE / "reference.py"), str(start), "--device", "cpu", "--proposer", "openai",
+                 "--model", "test-model", "--budget", "3", "--out", str(out), "--strategy", "greedy",
+                 "--timing-budget", "0.1", "--trials", "2", "--no-live"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("[1/3] node 0 start") and "[3/3] node 2" in printed
+    assert f"proposer openai ({len(model.calls)} LLM calls" in printed and f"run directory {out}" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluations"] == 3 and summary["proposer"] == "openai" and summary["llm_calls"] == len(model.calls)
+    assert (out / "report.html").is_file() and (out / "best.py").is_file()

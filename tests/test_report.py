@@ -11,23 +11,19 @@ import io
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kernelscope.agent.answers import findings_of
+from kernelscope.agent.config import OptimizeConfig
 from kernelscope.agent.live import LiveView, PlainView
-from kernelscope.agent.optimize import (
-    OptimizeConfig,
-    findings_of,
-    make_expander,
-    optimize,
-    reference_as_candidate,
-    resolve_problem,
-)
+from kernelscope.agent.loop import optimize
+from kernelscope.agent.problems import reference_as_candidate, resolve_problem
+from kernelscope.agent.proposers import make_expander
 from kernelscope.agent.report import render_report, roofline_chart, write_report
-from kernelscope.agent.search import MCTS, KnobExpander, Outcome, parse_knobs, run_search
+from kernelscope.agent.search import MCTS, KnobExpander, Outcome, parse_knobs, run_search, strategies
 
 REPO = Path(__file__).resolve().parent.parent
 CASE = Path(__file__).parent / "agentcases" / "chunked_sum"
@@ -76,17 +72,31 @@ def test_problem_directories_and_the_reference_start(tmp_path: Path, monkeypatch
     assert start.payload["reference_start"] == "1" and "class ModelNew(Model)" in start.payload["source"]
 
 
-def test_a_time_budget_stops_the_search() -> None:
+class FakeClock:
+    """``time.monotonic`` for the search module, advanced by the evaluations alone: a deadline test that
+    does not depend on how busy the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_time_budget_stops_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(strategies, "time", clock)
     exp = KnobExpander(parse_knobs((CASE / "candidate.py").read_text()))
     calls = []
 
     def evaluate(cfg: dict[str, str]) -> Outcome:
         calls.append(cfg)
-        time.sleep(0.05)
+        clock.now += 0.05
         return Outcome("correct", speedup=1.0 + len(calls) / 10)
 
-    st = run_search(MCTS(), exp, evaluate, exp.start(), budget=50, deadline=time.monotonic() + 0.12)
+    st = run_search(MCTS(), exp, evaluate, exp.start(), budget=50, deadline=0.12)
     assert st.stopped == "time" and 2 <= len(st.nodes) <= 4
+    assert len(st.nodes) == 3  # evaluations start at 0, 0.05 and 0.10 s; the check at 0.15 s stops
     st = run_search(MCTS(), exp, evaluate, exp.start(), budget=3)
     assert st.stopped == "budget" and len(st.nodes) == 3
 

@@ -11,6 +11,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +27,7 @@ from kernelscope.agent.search import (
     parse_knobs,
     reward,
     run_search,
+    strategies,
 )
 from kernelscope.agent.search.knobs import knob_order
 from kernelscope.agent.search.strategies import Pending, SearchState
@@ -310,7 +312,7 @@ class Concurrent:
         self.keys: list[str] = []
         self.fail_at = fail_at
         self.fn = fn
-        self.gather = threading.Barrier(gather, timeout=10) if gather else None
+        self.gather = threading.Barrier(gather, timeout=60) if gather else None  # a safety net only
 
     def __call__(self, cfg: dict[str, str]) -> Outcome:
         key = KnobExpander.key(cfg)
@@ -453,10 +455,21 @@ def test_parallel_one_is_the_sequential_search(make) -> None:  # type: ignore[no
     assert [(n.value, n.visits, n.dead) for n in st.nodes] == [(n.value, n.visits, n.dead) for n in by_hand.nodes]
 
 
-def test_a_parallel_search_past_its_deadline_finishes_what_is_in_flight() -> None:
-    ev = Concurrent()
+def test_a_parallel_search_past_its_deadline_finishes_what_is_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search's clock advances 10 ms per evaluation finished (not with the machine's load): past the
+    deadline, the evaluations in flight are finished and committed, and no new one starts."""
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(strategies, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    lock = threading.Lock()
+
+    def timed(cfg: dict[str, str]) -> Outcome:
+        with lock:
+            clock.now += 0.01
+        return synthetic(cfg)
+
+    ev = Concurrent(fn=timed)
     exp = KnobExpander(parse_knobs(SPACE))
-    st = run_search(MCTS(), exp, ev, exp.start(), budget=200, parallel=4, deadline=time.monotonic() + 0.15)
+    st = run_search(MCTS(), exp, ev, exp.start(), budget=200, parallel=4, deadline=0.15)
     assert st.stopped == "time" and 1 < len(st.nodes) < 200
     assert len(ev.keys) == len(st.nodes) and ev.active == 0  # every evaluation started was committed
     _check_tree(st)

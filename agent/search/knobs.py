@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kernelscope.agent.search.reward import MAX_LOG2
+from kernelscope.agent.search.strategies import Candidate
+
 _KNOB = re.compile(r"^(?P<indent>\s*)(?P<mark>//|#)\s*@knob\s+(?P<name>[A-Za-z_]\w*)\s+(?P<values>[^#/]+?)\s*$")
 
 
@@ -138,8 +141,6 @@ class KnobExpander:
         return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
 
     def start(self, config: dict[str, str] | None = None) -> Any:
-        from kernelscope.agent.search.strategies import Candidate
-
         cfg = config or default_config(self.knobs)
         return Candidate(self.key(cfg), cfg, "start " + " ".join(f"{k}={v}" for k, v in cfg.items()))
 
@@ -150,8 +151,6 @@ class KnobExpander:
         return f"{name}{sign} ({old[name]}->{new[name]})"
 
     def expand(self, node: Any, memory: Any, seen: set[str]) -> Any:
-        from kernelscope.agent.search.strategies import Candidate
-
         order = knob_order(self.knobs, node.outcome.bottleneck, node.outcome.findings)
         stats = memory.move_stats()
         ranked = []
@@ -165,8 +164,6 @@ class KnobExpander:
         return min(ranked, key=lambda t: (t[0], t[1]))[2] if ranked else None
 
     def sample(self, rng: Any, seen: set[str]) -> Any:
-        from kernelscope.agent.search.strategies import Candidate
-
         size = 1
         for k in self.knobs:
             size *= len(k.values)
@@ -194,9 +191,6 @@ class KnobExpander:
         measured with its value, a value not measured yet counting as the highest reward there is. So once
         a knob has had every value and must repeat one, the design repeats the value that did best rather
         than any. Falls back to ``sample`` when every such draw was seen."""
-        from kernelscope.agent.search.reward import MAX_LOG2
-        from kernelscope.agent.search.strategies import Candidate
-
         size = 1
         for k in self.knobs:
             size *= len(k.values)

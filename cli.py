@@ -7,15 +7,23 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
+import uvicorn
+
 from kernelscope._version import __version__
+from kernelscope.agent.optimize import run_cli
+from kernelscope.config import ensure_dirs, set_settings, settings_from_env
+from kernelscope.errors import KernelscopeError
+from kernelscope.sandbox.pool import configure_pool
+from kernelscope.server.app import create_server
+from kernelscope.server.http import build_app, is_loopback, listen_message, read_token
 from kernelscope.tools.capabilities import capability_report, render_report
+from kernelscope.tools.run import prewarm
 
 
 def _apply_settings(args: argparse.Namespace) -> None:
-    from kernelscope.config import ensure_dirs, set_settings, settings_from_env
-
     roots = args.root or None
     s = settings_from_env(home=args.home, roots=roots)
     missing = [str(r) for r in s.allowed_roots if not r.is_dir()]
@@ -39,10 +47,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _apply_settings(args)
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from kernelscope.errors import KernelscopeError
-    from kernelscope.sandbox.pool import configure_pool
-    from kernelscope.server.app import create_server
-
     try:
         configure_pool(args.pool, ray_address=args.ray_address, cpu_workers=args.cpu_workers,
                        build_workers=args.build_workers)
@@ -51,18 +55,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     server = create_server()
     if not args.no_prewarm:
-        import threading
-
-        from kernelscope.tools.run import prewarm
-
         threading.Thread(target=prewarm, name="prewarm-eval", daemon=True).start()
     if args.transport == "stdio":
         print(f"kernelscope {__version__}: serving MCP over stdio (this process's stdin and stdout)", file=sys.stderr,
               flush=True)
         server.run("stdio")
         return 0
-    from kernelscope.server.http import build_app, is_loopback, listen_message, read_token
-
     try:
         raw = os.environ.get("KERNELSCOPE_HTTP_TOKEN")
         if args.token_file:
@@ -80,8 +78,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    import uvicorn
-
     app = build_app(server, host=args.host, port=args.port, path=args.path, token=token,
                     allow_origins=args.allow_origin or [], allow_hosts=args.allow_host or [])
     print(f"kernelscope {__version__}: {listen_message(args.host, args.port, args.path, token=token is not None)}",
@@ -105,15 +101,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"kernelscope {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--root", action="append", metavar="DIR",
-                        help="directory clients may read files from (repeatable; default: the current directory, "
-                             "or KERNELSCOPE_ALLOWED_ROOTS)")
-        sp.add_argument("--home", metavar="DIR",
-                        help="artifact store and workspaces (default: KERNELSCOPE_HOME or ~/.cache/kernelscope)")
+    _serve_parser(sub.add_parser("serve", help="run the MCP server (stdio by default)"))
+    d = sub.add_parser("doctor", help="print what this host can do, and why not")
+    _common(d)
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.add_argument("--no-probe", action="store_true", help="skip the active ncu/nsys probes (faster)")
+    d.set_defaults(fn=cmd_doctor)
+    _optimize_parser(sub.add_parser(
+        "optimize", help="tree search over candidate kernels, through the MCP tools",
+        description="Optimize a problem: a directory with reference.py and a starting candidate (candidate.py, "
+                    "else naive.py), or a reference module and an optional candidate."))
+    return p
 
-    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    common(s)
+
+def _common(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--root", action="append", metavar="DIR",
+                    help="directory clients may read files from (repeatable; default: the current directory, "
+                         "or KERNELSCOPE_ALLOWED_ROOTS)")
+    sp.add_argument("--home", metavar="DIR",
+                    help="artifact store and workspaces (default: KERNELSCOPE_HOME or ~/.cache/kernelscope)")
+
+
+def _serve_parser(s: argparse.ArgumentParser) -> None:
+    _common(s)
     s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     s.add_argument("--host", default="127.0.0.1",
                    help="HTTP bind address (default loopback; any other address needs --token-file)")
@@ -143,15 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     s.set_defaults(fn=cmd_serve)
 
-    d = sub.add_parser("doctor", help="print what this host can do, and why not")
-    common(d)
-    d.add_argument("--json", action="store_true", help="print the report as JSON")
-    d.add_argument("--no-probe", action="store_true", help="skip the active ncu/nsys probes (faster)")
-    d.set_defaults(fn=cmd_doctor)
 
-    o = sub.add_parser("optimize", help="tree search over candidate kernels, through the MCP tools",
-                       description="Optimize a problem: a directory with reference.py and a starting candidate "
-                                   "(candidate.py, else naive.py), or a reference module and an optional candidate.")
+def _optimize_parser(o: argparse.ArgumentParser) -> None:
     o.add_argument("problem", help="problem directory, or a KernelBench-style reference module (Model, get_inputs, "
                                    "get_init_inputs)")
     o.add_argument("candidate", nargs="?", help="starting candidate defining ModelNew (knob-annotated with "
@@ -186,12 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
                    help="the live panel (default: when stdout is a terminal)")
     o.set_defaults(fn=cmd_optimize)
-    return p
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from kernelscope.agent.optimize import run_cli
-
     if args.candidate is not None and not os.path.isfile(args.candidate):
         print(f"kernelscope optimize: {args.candidate} is not a file", file=sys.stderr)
         return 2

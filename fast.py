@@ -53,7 +53,10 @@ import ctypes
 import hashlib
 import os
 import re
+import shutil
+import struct
 import threading
+import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,10 +114,6 @@ def _cupy() -> Any:
 def toolkit_include() -> str | None:
     """The CUDA toolkit's include directory if it has the headers NVRTC needs for WMMA (crt/mma.h);
     CuPy's own include path (NVIDIA's runtime wheel) lacks them."""
-    import os
-    import shutil
-    from pathlib import Path
-
     cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     nvcc = shutil.which("nvcc")
     if nvcc:
@@ -127,8 +126,6 @@ def toolkit_include() -> str | None:
 
 def _external_stream(cp: Any, ptr: int) -> Any:
     """A CuPy view of torch's stream ``ptr`` (CuPy 14 deprecates ExternalStream for from_external)."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return cp.cuda.ExternalStream(ptr)
@@ -166,8 +163,6 @@ def _restore_elf_size(data: bytes) -> bytes:
     ends with its program or section header table, whose last byte is a zero (the top byte of an
     alignment or entry size), so zero-padding to the size the ELF header declares restores it exactly
     (the driver loads CuPy's own short cubins; nvdisasm refuses them)."""
-    import struct
-
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
         return data
     phoff, shoff = struct.unpack_from("<QQ", data, 0x20)

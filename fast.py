@@ -62,8 +62,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelscope.cutlass_headers import configured_root
-from kernelscope.cutlass_headers import require as require_cutlass
+from kernelscope.toolkit.cutlass_headers import configured_root
+from kernelscope.toolkit.cutlass_headers import require as require_cutlass
 
 _lock = threading.Lock()
 _streams: dict[int, Any] = {}

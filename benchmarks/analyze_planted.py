@@ -71,7 +71,7 @@ def check(case: dict, cu_name: str, line: int, result: object) -> dict:
 
 def full_capture(exe: Path, args: list[str], extra: Sequence[str] = ()) -> float:
     """Seconds of one `ncu --set full` run of the program (staged as analyze stages it)."""
-    from kernelscope.toolchain import require
+    from kernelscope.toolkit.toolchain import require
     from kernelscope.tools.run import stage_program
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +147,7 @@ def main() -> int:
         return apps(args.light)
     from kernelscope.artifacts import get_store
     from kernelscope.models.requests import AnalyzeRequest, CompileRequest
-    from kernelscope.toolchain import require
+    from kernelscope.toolkit.toolchain import require
     from kernelscope.tools.analyze import analyze
     from kernelscope.tools.compile import compile_cuda
     from kernelscope.tools.sass import sass_for_artifact

@@ -26,7 +26,7 @@ from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import NcuCapture
 from kernelscope.sandbox.process import Limits, run_process
-from kernelscope.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import ToolMissing, require
 
 SECTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,79}$")
 METRIC_RE = re.compile(r"^[A-Za-z0-9_:.]{1,200}$")

@@ -27,7 +27,7 @@ from pathlib import Path
 from kernelscope.config import Settings, ensure_dirs
 from kernelscope.errors import NotAvailable
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
-from kernelscope.toolchain import ToolMissing, require, tool_info
+from kernelscope.toolkit.toolchain import ToolMissing, require, tool_info
 
 SOURCE = Path(__file__).resolve().parent / "native" / "cupti_trace.cpp"
 LIBRARY_NAME = "libkernelscope_trace.so"

@@ -25,7 +25,7 @@ from kernelscope.measure.summary import GAP_THRESHOLD_NS, summarize
 from kernelscope.measure.timeline import Timeline, TraceFacts, chrome_trace, load_cupti, load_nsys_sqlite
 from kernelscope.models import Finding, TraceSummary
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
-from kernelscope.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import ToolMissing, require
 
 
 class TimelineDiagnosis(NamedTuple):

@@ -11,7 +11,7 @@ import pytest
 
 from kernelscope.errors import NotAvailable
 from kernelscope.models import CapabilityReport, CutlassInfo, ToolInfo
-from kernelscope.toolchain import TOOL_NAMES
+from kernelscope.toolkit.toolchain import TOOL_NAMES
 from kernelscope.tools import capabilities as caps
 
 HAS_GPU = bool(caps.gpu_inventory()[0])

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kernelscope.artifacts import get_store
-from kernelscope.diagnostics import parse_diagnostics, parse_ptxas_report
 from kernelscope.errors import InputError
 from kernelscope.models.requests import CompileRequest
+from kernelscope.toolkit.diagnostics import parse_diagnostics, parse_ptxas_report
 from kernelscope.tools.compile import compile_cuda
 
 SAXPY = """

@@ -18,7 +18,7 @@ from kernelscope.config import Settings
 from kernelscope.errors import NotAvailable
 from kernelscope.measure import cupti
 from kernelscope.measure.cupti import LIBRARY_NAME, CuptiPaths, build_tracer, cupti_paths, tracer_env
-from kernelscope.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import ToolMissing, require
 
 REAL_WHEEL_ROOTS = cupti._wheel_roots
 KINDS = {"concurrent_kernel", "memcpy", "memset", "runtime", "driver", "synchronization", "marker"}

@@ -19,12 +19,12 @@ from _servers import tool_text as _text
 from mcp import Client
 
 from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
-from kernelscope.diagnostics import first_error_text, parse_diagnostics
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models.requests import CompileRequest
 from kernelscope.server.app import mcp
 from kernelscope.server.summaries import compile_summary, cutlass_file_summary, cutlass_search_summary
-from kernelscope.toolchain import locate
+from kernelscope.toolkit.diagnostics import first_error_text, parse_diagnostics
+from kernelscope.toolkit.toolchain import locate
 from kernelscope.tools import cutlass
 from kernelscope.tools.compile import compile_cuda
 

@@ -1,12 +1,12 @@
-"""The host's facts (kernelscope.host): NVML's GPU list under CUDA_VISIBLE_DEVICES, the driver's
+"""The host's facts (kernelscope.toolkit.probes): NVML's GPU list under CUDA_VISIBLE_DEVICES, the driver's
 counter permission, the ncu and nsys probes' parsing and caching, and the nsys install layout."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernelscope import host
 from kernelscope.models import GpuInfo, ToolInfo
+from kernelscope.toolkit import probes as host
 
 
 def test_default_arch() -> None:

@@ -16,7 +16,7 @@ from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.stages import collector_request
 from kernelscope.models.requests import CompileRequest
 from kernelscope.sandbox.gpu import gpu_pool
-from kernelscope.toolchain import require
+from kernelscope.toolkit.toolchain import require
 from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.run import job_env, stage_program
 

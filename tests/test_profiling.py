@@ -74,7 +74,7 @@ def test_capture_options_are_validated(opts: dict, needle: str) -> None:
 
 
 def _ncu_here() -> bool:
-    from kernelscope.toolchain import ToolMissing, require
+    from kernelscope.toolkit.toolchain import ToolMissing, require
 
     try:
         require("ncu")

@@ -15,7 +15,7 @@ from kernelscope.config import Settings, get_settings, set_settings, settings_fr
 from kernelscope.errors import InputError
 from kernelscope.models import KernelSassStats, SassResult
 from kernelscope.models.requests import CompileRequest
-from kernelscope.toolchain import locate
+from kernelscope.toolkit.toolchain import locate
 from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.sass import (
     access_width_bits,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelscope.models.requests import CompileRequest
-from kernelscope.toolchain import tool_info
+from kernelscope.toolkit.toolchain import tool_info
 from kernelscope.tools.compile import compile_cuda
 from kernelscope.tools.sass import sass_for_artifact, sass_for_cubin_bytes
 

@@ -1,8 +1,8 @@
 """capabilities: what this host can do (GPUs, CUDA tools, counter permission, nsys reports) and, for
 every feature it cannot offer, why not and how to fix it.
 
-The facts come from :mod:`kernelscope.host` (GPUs through NVML, counter permission, the nsys report
-probe), :mod:`kernelscope.toolchain` (the CUDA tools and their versions), the CUTLASS locator and
+The facts come from :mod:`kernelscope.toolkit.probes` (GPUs through NVML, counter permission, the nsys report
+probe), :mod:`kernelscope.toolkit.toolchain` (the CUDA tools and their versions), the CUTLASS locator and
 the evaluation pool; ``importlib.util.find_spec`` answers for torch/cupy (nothing heavy is imported).
 This module turns them into verdicts, ``can[feature]`` and, for each ``False``,
 ``reasons[feature]`` = "why. Fix: how", and renders the report (``kernelscope doctor``).
@@ -16,11 +16,15 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernelscope import toolchain
 from kernelscope._version import __version__
-from kernelscope.cutlass_headers import CUTLASS_FIX
 from kernelscope.errors import KernelscopeError, NotAvailable
-from kernelscope.host import (
+from kernelscope.measure.cupti import cupti_paths
+from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
+from kernelscope.sandbox.pool import current_pool
+from kernelscope.sandbox.process import network_isolation_status
+from kernelscope.toolkit import toolchain
+from kernelscope.toolkit.cutlass_headers import CUTLASS_FIX
+from kernelscope.toolkit.probes import (
     COUNTER_FIX,
     check_counter_access,
     check_nsys_reports,
@@ -28,11 +32,7 @@ from kernelscope.host import (
     gpu_inventory,
     reset_probes,
 )
-from kernelscope.measure.cupti import cupti_paths
-from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
-from kernelscope.sandbox.pool import current_pool
-from kernelscope.sandbox.process import network_isolation_status
-from kernelscope.toolchain import TOOL_NAMES, tool_info
+from kernelscope.toolkit.toolchain import TOOL_NAMES, tool_info
 from kernelscope.tools.cutlass import info as cutlass_info
 from kernelscope.tools.cutlass import reset_cache as reset_cutlass_cache
 

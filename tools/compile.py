@@ -2,7 +2,7 @@
 
 One request goes through these steps: resolve the source (inline or a file under an allowed root,
 its includes checked), choose the target (allowlisted flags, arch, output kind, CUTLASS), look the
-build up in the store, run nvcc in a workspace, parse its output (:mod:`kernelscope.diagnostics`),
+build up in the store, run nvcc in a workspace, parse its output (:mod:`kernelscope.toolkit.diagnostics`),
 add the resource findings and store the artifact.
 
 Builds run through the sandbox (own process group, time and output limits, minimal environment) with
@@ -23,11 +23,8 @@ from typing import Literal
 
 from kernelscope.artifacts import ArtifactMeta, content_id, get_store
 from kernelscope.config import Settings, ensure_dirs
-from kernelscope.cutlass_headers import CutlassRoot, compile_flags, headers_fingerprint, shorten_paths
-from kernelscope.diagnostics import first_error_text, is_user_file, parse_diagnostics, parse_ptxas_report
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics.resources import resource_findings
-from kernelscope.host import local_default_arch
 from kernelscope.models import CompileResult, Diagnostic, KernelResources
 from kernelscope.models.requests import CompileRequest
 from kernelscope.sandbox.flags import (
@@ -40,7 +37,10 @@ from kernelscope.sandbox.flags import (
 from kernelscope.sandbox.paths import PathRefused, resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.toolchain import ToolMissing, demangle, require, tool_info
+from kernelscope.toolkit.cutlass_headers import CutlassRoot, compile_flags, headers_fingerprint, shorten_paths
+from kernelscope.toolkit.diagnostics import first_error_text, is_user_file, parse_diagnostics, parse_ptxas_report
+from kernelscope.toolkit.probes import local_default_arch
+from kernelscope.toolkit.toolchain import ToolMissing, demangle, require, tool_info
 from kernelscope.tools import cutlass as cutlass_tool
 
 __all__ = ["CompileRequest", "check_includes", "compile_cuda", "local_default_arch"]

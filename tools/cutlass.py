@@ -1,9 +1,9 @@
 """The CUTLASS/CuTe verbs: ``search_cutlass`` (:func:`search`) and ``read_cutlass_file``
 (:func:`read_file`), and the capability report's view of CUTLASS (:func:`info`).
 
-Where the headers are is :mod:`kernelscope.cutlass_headers` (the nvidia-cutlass wheel, or a checkout
+Where the headers are is :mod:`kernelscope.toolkit.cutlass_headers` (the nvidia-cutlass wheel, or a checkout
 named by ``KERNELSCOPE_CUTLASS_ROOT``); the search index over their sources is
-:mod:`kernelscope.cutlass_index`. This module binds both to the server's settings. A query ranks
+:mod:`kernelscope.toolkit.cutlass_index`. This module binds both to the server's settings. A query ranks
 definitions of the name above plain text matches, and ``include/`` above ``examples/`` above
 ``tools/``. Output is bounded (``limit`` hits; counts stop at :data:`MAX_TEXT_MATCHES`).
 """
@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from kernelscope import cutlass_headers, cutlass_index
 from kernelscope.config import Settings, ensure_dirs, get_settings
-from kernelscope.cutlass_headers import CUTLASS_FIX, ENV_VAR, CutlassRoot, compile_flags, headers_fingerprint
-from kernelscope.cutlass_index import MAX_TEXT_MATCHES, Index, Ranked, Scope, snippet
 from kernelscope.errors import InputError
 from kernelscope.models import CutlassFileResult, CutlassHit, CutlassInfo, CutlassSearchResult
 from kernelscope.sandbox.paths import PathRefused, contained_path
+from kernelscope.toolkit import cutlass_headers, cutlass_index
+from kernelscope.toolkit.cutlass_headers import CUTLASS_FIX, ENV_VAR, CutlassRoot, compile_flags, headers_fingerprint
+from kernelscope.toolkit.cutlass_index import MAX_TEXT_MATCHES, Index, Ranked, Scope, snippet
 
 MAX_READ_FILE_BYTES = 8 << 20
 MAX_LIMIT = 100

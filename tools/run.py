@@ -47,7 +47,7 @@ from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import ToolMissing, require
 
 if TYPE_CHECKING:
     from kernelscope.sandbox.pool import LocalPool

@@ -30,7 +30,7 @@ from kernelscope.models import (
 )
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.toolchain import ToolMissing, demangle, require
+from kernelscope.toolkit.toolchain import ToolMissing, demangle, require
 
 EM_CUDA = 190  # ELF e_machine of CUDA cubins
 LISTING_MAX_BYTES = 64 << 20  # stdout kept from one disassembler run

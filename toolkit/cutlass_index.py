@@ -33,8 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from kernelscope.cutlass_headers import AREAS, CUTLASS_FIX, CutlassRoot
 from kernelscope.errors import NotAvailable
+from kernelscope.toolkit.cutlass_headers import AREAS, CUTLASS_FIX, CutlassRoot
 
 INDEX_FORMAT = "3"  # bump when extraction or the schema changes
 TEXT_SUFFIXES = {".h", ".hpp", ".hh", ".cuh", ".cu", ".cpp", ".cc", ".inl", ".inc", ".md", ".txt", ".py"}

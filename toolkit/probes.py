@@ -1,7 +1,7 @@
 """The host's facts, as probes: the GPUs (NVML), the permission to read performance counters, whether
 Nsight Systems can build reports, and the arch a compile targets by default.
 
-Why a top-level module beside :mod:`kernelscope.toolchain` (which finds the CUDA tools and their
+Why a top-level module beside :mod:`kernelscope.toolkit.toolchain` (which finds the CUDA tools and their
 versions) and not ``measure/``: these are facts about the machine, not measurement backends, and
 they are needed below the MCP verbs by more than one of them: ``compile`` (the default arch),
 ``capabilities`` (the report), ``nsys_trace`` (can nsys report here?) and ``run``. Keeping them out
@@ -30,7 +30,7 @@ from typing import Any
 from kernelscope.models import GpuInfo, ToolInfo
 from kernelscope.sandbox.process import Limits, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.toolchain import tool_info
+from kernelscope.toolkit.toolchain import tool_info
 
 FALLBACK_ARCH = "sm_90"
 PROBE_WALL_S = 120.0

@@ -7,7 +7,7 @@ ships ``cutlass_library/source/{include,examples,tools}``) or from a CUTLASS che
 Standard library only (and :mod:`kernelscope.errors`), because ``kernelscope.fast`` imports it inside
 candidate processes, where importing the server's settings and models would cost every candidate
 their import time. Callers pass the configured root (``Settings.cutlass_root``, or the environment
-variable in a candidate). The search index over these sources is :mod:`kernelscope.cutlass_index`;
+variable in a candidate). The search index over these sources is :mod:`kernelscope.toolkit.cutlass_index`;
 the ``search_cutlass`` and ``read_cutlass_file`` verbs are :mod:`kernelscope.tools.cutlass`.
 """
 

@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -166,7 +165,7 @@ class Prepared(BaseModel):
 
 
 def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
-    from kernelscope.tools.run import HARNESS, _read_source, program_artifact, stage_program
+    from kernelscope.tools.run import _read_source, harness_argv, program_artifact, stage_program
 
     if t.artifact_id is not None:
         if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
@@ -182,7 +181,7 @@ def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
     cfg = {"profile_only": True, "reference_path": str(ws / "reference.py"),
            "candidate_path": str(ws / "candidate.py"), "device": "cuda:0", "seed": t.seed, "profile_calls": t.calls}
     (ws / "config.json").write_text(json.dumps(cfg))
-    return Prepared(argv=[sys.executable, "-s", str(HARNESS), str(ws / "config.json"), str(ws / "result.json")],
+    return Prepared(argv=harness_argv(ws / "config.json", ws / "result.json"),
                     ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)")
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelscope.harness.protocol import Config, Findings, perf_counter
+from kernelscope.harness.protocol import Config, Findings
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,3 @@ class JobContext:
         """Wait for the device (the original ``torch.cuda.synchronize``); nothing to wait for on the CPU."""
         if self.cuda:
             self.originals.synchronize()
-
-    @staticmethod
-    def now() -> float:
-        return perf_counter()

@@ -85,6 +85,7 @@ def cmd_ray(args: argparse.Namespace) -> None:
     use_private_store()
     from kernelscope.models.requests import EvalRequest
     from kernelscope.sandbox.pool import LocalPool, RayPool
+    from kernelscope.tools.run import RUNNER
 
     cases = REPO / "tests" / "evalcases"
     ref = (cases / "ref_softmax.py").read_text()
@@ -103,11 +104,11 @@ def cmd_ray(args: argparse.Namespace) -> None:
     walls: dict[str, list[float]] = {}
     for pool in pools.values():
         for _ in range(2):  # warm-up: the fork server (and on Ray, the worker process) starts once
-            pool.evaluate(req())
+            pool.evaluate(req(), runner=RUNNER)
     for _ in range(args.evals):  # interleaved, so drift on this machine hits both alike
         for name, pool in pools.items():
             t0 = time.monotonic()
-            r = pool.evaluate(req())
+            r = pool.evaluate(req(), runner=RUNNER)
             assert r.correctness and r.correctness.correct, r.error
             walls.setdefault(name, []).append(time.monotonic() - t0)
     ray.shutdown()

@@ -106,7 +106,7 @@ def _module(path: Path, name: str) -> Any:
 def measure(out: Path, problems: list[str], budget_s: float) -> None:
     import torch
 
-    from kernelscope.tools.eval_harness import Harness
+    from kernelscope.harness.job import Harness
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -1,7 +1,9 @@
 """A fork server for evaluation jobs: one long-lived process that has imported torch, numpy, CuPy and
-NVML (but never touched CUDA) forks a fresh child per job. The child becomes its own session and
-process group, applies the job's resource limits, optionally leaves the network, redirects its
-output to files in the job's workspace and runs the harness. Each job therefore starts in
+NVML (but never touched CUDA) forks a fresh child per job (its side is ``kernelscope.harness.server``).
+The child becomes its own session and process group, applies the job's resource limits and leaves
+the network with the launcher's own code (``sandbox/limits.py``; a limit it cannot apply fails the
+job, with the reason in its result), redirects its output to files in the job's workspace and runs
+the harness. Each job therefore starts in
 milliseconds instead of paying seconds of imports, and still gets a fresh process (and CUDA context):
 a crash, a hang or monkey-patching in one job cannot reach the next.
 
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,12 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    def __init__(self, script: Path, env: Mapping[str, str], start_timeout_s: float = 120.0,
+    """``command``: the job's command line after the interpreter (``-s -m kernelscope.harness``); the
+    server runs it with ``--serve``, a job with ``CONFIG RESULT``."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], start_timeout_s: float = 120.0,
                  log_path: Path | None = None) -> None:
-        self.script = script
+        self.command = list(command)
         self.log_path = log_path
         self._env = dict(env)
         self._lock = threading.Lock()
@@ -66,7 +71,7 @@ class ForkServer:
         err = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-s", str(self.script), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, *self.command, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
             )
         finally:
@@ -125,7 +130,7 @@ class ForkServer:
         stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
         req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
                "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p)}
-        argv = [sys.executable, str(self.script), str(cfg), str(out)]
+        argv = [sys.executable, *self.command, str(cfg), str(out)]
         with self._lock:
             self._waiters[job] = q
         start = time.monotonic()
@@ -223,12 +228,12 @@ _servers: dict[str, ForkServer] = {}
 _servers_lock = threading.Lock()
 
 
-def get_fork_server(script: Path, env: Mapping[str, str]) -> ForkServer | None:
-    """The running fork server for ``script`` (started on first use; restarted if it died), or None
+def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServer | None:
+    """The running fork server for ``command`` (started on first use; restarted if it died), or None
     where fork servers cannot work (no fork, or it failed to start: jobs then spawn processes)."""
     if not hasattr(os, "fork") or os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
         return None
-    key = str(script)
+    key = " ".join(command)
     with _servers_lock:
         fs = _servers.get(key)
         if fs is not None and fs.alive():
@@ -236,7 +241,7 @@ def get_fork_server(script: Path, env: Mapping[str, str]) -> ForkServer | None:
         try:
             home = env.get("HOME")
             log_path = Path(home) / "forkserver.log" if home else None
-            fs = _servers[key] = ForkServer(script, env, log_path=log_path)
+            fs = _servers[key] = ForkServer(command, env, log_path=log_path)
         except (ForkServerError, OSError) as e:
             log.warning("fork server unavailable, spawning processes instead: %s", e)
             _servers.pop(key, None)

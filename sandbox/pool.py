@@ -17,6 +17,10 @@ any node, whose outputs (cubins, extension builds) travel as bytes to the evalua
 local pool on the node Ray picked and returns the typed result. Sources travel in the task arguments;
 the nodes need the same kernelscope version installed (checked per task). Ray is an optional extra
 (``pip install 'kernelscope[ray]'``).
+
+The pool schedules; what an evaluation is comes from its caller as a ``Runner`` (``tools/run.py`` gives
+its own ``evaluate_here`` and ``build_only``), so this layer never imports the tools. The runner's
+functions are module-level, so Ray pickles them by reference and a node imports them itself.
 """
 
 from __future__ import annotations
@@ -25,13 +29,18 @@ import hashlib
 import io
 import logging
 import os
+import socket
 import tarfile
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernelscope.config import Settings, ensure_dirs, get_settings
+import kernelscope
+from kernelscope.config import Settings, ensure_dirs, get_settings, settings_from_env
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import EvalResult, PoolStatus, WorkerStatus
 from kernelscope.sandbox.gpu import GpuPool, gpu_pool, worker_name
@@ -39,11 +48,29 @@ from kernelscope.sandbox.gpu import GpuPool, gpu_pool, worker_name
 log = logging.getLogger("kernelscope.sandbox.pool")
 
 
+@dataclass(frozen=True)
+class Runner:
+    """What an evaluation is, as the pool's caller defines it (``tools.run.RUNNER``). Module-level
+    functions only: Ray ships them to its nodes by reference."""
+
+    request: Any  # the request model (``EvalRequest``), rebuilt from JSON on a Ray node
+    # one evaluation on this host: (request, settings, local pool, *, cancel, on_wait) -> EvalResult
+    here: Callable[..., EvalResult]
+    # build a candidate's kernels into a folder, no evaluation: (request, settings, folder, arch) -> (s, note)
+    build: Callable[[Any, Settings, Path, str | None], tuple[float, str | None]]
+    # the reference's and the candidate's source text: (request, settings) -> (reference, candidate)
+    sources: Callable[[Any, Settings], tuple[str, str]]
+    # whether a candidate has something to build before it takes a GPU: (candidate, arch) -> bool
+    needs_build: Callable[[str, str | None], bool]
+    # the target of this host's GPUs (``sm_90``), None where it cannot be known: (local pool) -> arch
+    arch: Callable[[LocalPool], str | None]
+
+
 class Pool(Protocol):
     backend: str
 
-    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
-                 on_wait: Any = None) -> EvalResult:
+    def evaluate(self, req: Any, settings: Settings | None = None, *, runner: Runner,
+                 cancel: threading.Event | None = None, on_wait: Any = None) -> EvalResult:
         """Evaluate a `run` eval request (``tools.run.EvalRequest``) on one of the pool's workers."""
 
     def status(self) -> PoolStatus: ...
@@ -87,24 +114,10 @@ class LocalPool:
         n_build = build_workers or _default_workers("KERNELSCOPE_BUILD_WORKERS", max(1, min(4, cores // 2)))
         self.cpus = GpuPool([f"cpu{i}" for i in range(n_cpu)], kind="cpu")
         self.builds = GpuPool([f"build{i}" for i in range(n_build)], kind="build")
-        self._arch: str | None = None
 
-    def arch(self) -> str | None:
-        """The GPUs' target (``sm_90``) for builds ahead of time; None where it cannot be known."""
-        if self._arch is None and len(self.gpus):
-            from kernelscope.tools.compile import local_default_arch
-
-            try:
-                self._arch = local_default_arch()
-            except Exception:
-                return None
-        return self._arch
-
-    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
-                 on_wait: Any = None) -> EvalResult:
-        from kernelscope.tools.run import evaluate_here
-
-        return evaluate_here(req, settings, self, cancel=cancel, on_wait=on_wait)
+    def evaluate(self, req: Any, settings: Settings | None = None, *, runner: Runner,
+                 cancel: threading.Event | None = None, on_wait: Any = None) -> EvalResult:
+        return runner.here(req, settings, self, cancel=cancel, on_wait=on_wait)
 
     def status(self) -> PoolStatus:
         home = get_settings().home
@@ -168,22 +181,14 @@ def _unpack(data: bytes, folder: Path) -> int:
 
 def _node_settings() -> Settings:
     """Settings on a Ray node: its own home (``KERNELSCOPE_HOME`` there, else the user's cache)."""
-    from kernelscope.config import settings_from_env
-
     return ensure_dirs(settings_from_env(roots=[]))
 
 
-def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
+def _ray_build(runner: Runner, req_json: str, arch: str | None, version: str) -> dict[str, Any]:
     """A Ray task on any node's CPU: build the candidate's kernels into an empty folder and return it packed."""
-    import tempfile
-
-    import kernelscope
-    from kernelscope.models.requests import EvalRequest
-    from kernelscope.tools.run import build_only
-
     if kernelscope.__version__ != version:
         return {"error": f"this node runs kernelscope {kernelscope.__version__}, the server {version}"}
-    req = EvalRequest.model_validate_json(req_json)
+    req = runner.request.model_validate_json(req_json)
     s = _node_settings()
     # a source built before on this node (a retry, a second evaluation) ships the same outputs again
     key = hashlib.sha256("\0".join((version, arch or "", req.candidate or "")).encode()).hexdigest()[:24]
@@ -191,7 +196,7 @@ def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
     if packed.is_file():
         return {"packed": packed.read_bytes(), "build_s": 0.0, "note": None, "node": _node_name()}
     with tempfile.TemporaryDirectory(prefix="ks-build-", dir=s.home) as d:
-        took, note = build_only(req, s, Path(d), arch)
+        took, note = runner.build(req, s, Path(d), arch)
         data = _pack(Path(d))
     if note is None:
         packed.parent.mkdir(parents=True, exist_ok=True)
@@ -200,20 +205,15 @@ def _ray_build(req_json: str, arch: str | None, version: str) -> dict[str, Any]:
 
 
 def _node_name() -> str:
-    import socket
-
     return socket.gethostname()
 
 
-def _ray_evaluate(req_json: str, built: dict[str, Any] | None, version: str) -> str:
+def _ray_evaluate(runner: Runner, req_json: str, built: dict[str, Any] | None, version: str) -> str:
     """A Ray task holding one GPU (or one CPU): the local pool's evaluation, on the GPU Ray assigned."""
-    import kernelscope
-    from kernelscope.models.requests import EvalRequest
-
     if kernelscope.__version__ != version:
         raise RuntimeError(f"this Ray node runs kernelscope {kernelscope.__version__}, the server "
                            f"{version}: install the same version on every node")
-    req = EvalRequest.model_validate_json(req_json)
+    req = runner.request.model_validate_json(req_json)
     s = _node_settings()
     if built and built.get("packed"):
         _unpack(built["packed"], build_cache(s.home))
@@ -225,7 +225,7 @@ def _ray_evaluate(req_json: str, built: dict[str, Any] | None, version: str) -> 
 
     def work() -> None:
         try:
-            box["result"] = pool.evaluate(req, s, cancel=cancel)
+            box["result"] = pool.evaluate(req, s, runner=runner, cancel=cancel)
         except BaseException as e:
             box["error"] = e
 
@@ -273,9 +273,11 @@ class RayPool:
                     raise NotAvailable("The Ray evaluation pool", f"no Ray cluster at {self.address!r} ({e})",
                                        "start one (`ray start --head`), give its address (--ray-address "
                                        "HOST:PORT or ray://HOST:10001), or use --ray-address local") from None
-        # the GPU nodes' target for builds on CPU nodes: given, else this host's GPUs' (None: each
-        # evaluation compiles its fast-path kernels on its GPU node; extension builds still go ahead)
-        self.arch = arch or os.environ.get("KERNELSCOPE_RAY_ARCH") or LocalPool(cpu_workers=1, build_workers=1).arch()
+        # the GPU nodes' target for builds on CPU nodes: given, else this host's GPUs' (found with the first
+        # runner; None: each evaluation compiles its fast-path kernels on its GPU node; extension builds
+        # still go ahead)
+        self.arch = arch or os.environ.get("KERNELSCOPE_RAY_ARCH")
+        self._arch_known = self.arch is not None
         self._build = ray.remote(_ray_build)
         self._eval = ray.remote(_ray_evaluate)
         self._lock = threading.Lock()
@@ -285,14 +287,16 @@ class RayPool:
     def resources(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
 
-    def evaluate(self, req: Any, settings: Settings | None = None, *, cancel: threading.Event | None = None,
-                 on_wait: Any = None) -> EvalResult:
-        import kernelscope
-        from kernelscope.models.requests import EvalRequest
-        from kernelscope.tools.run import needs_build, resolve_sources
+    def target_arch(self, runner: Runner) -> str | None:
+        if not self._arch_known:
+            self.arch = runner.arch(LocalPool(cpu_workers=1, build_workers=1))
+            self._arch_known = True
+        return self.arch
 
+    def evaluate(self, req: Any, settings: Settings | None = None, *, runner: Runner,
+                 cancel: threading.Event | None = None, on_wait: Any = None) -> EvalResult:
         s = ensure_dirs(settings)
-        ref_src, cand_src = resolve_sources(req, s)
+        ref_src, cand_src = runner.sources(req, s)
         res = self.resources()
         device = req.device
         if device == "auto":
@@ -302,7 +306,7 @@ class RayPool:
                                "add GPU nodes to the cluster, or pass device='cpu'")
         if req.gpu is not None:
             raise InputError("`gpu` picks one of this host's GPUs; with the Ray pool, Ray chooses the GPU.")
-        shipped = EvalRequest.model_validate({**req.model_dump(), "reference": ref_src, "candidate": cand_src,
+        shipped = runner.request.model_validate({**req.model_dump(), "reference": ref_src, "candidate": cand_src,
                                               "reference_path": None, "candidate_path": None, "device": device})
         payload = shipped.model_dump_json()
         version = kernelscope.__version__
@@ -312,12 +316,12 @@ class RayPool:
             self._queued += 1
         try:
             built: Any = None
-            arch = self.arch if device == "cuda" else None
-            if needs_build(cand_src, arch):
-                built = self._build.options(num_cpus=1).remote(payload, arch, version)
+            arch = self.target_arch(runner) if device == "cuda" else None
+            if runner.needs_build(cand_src, arch):
+                built = self._build.options(num_cpus=1).remote(runner, payload, arch, version)
                 refs.append(built)
             opts = {"num_gpus": 1, "num_cpus": 0} if device == "cuda" else {"num_cpus": 1}
-            ref = self._eval.options(max_retries=0, **opts).remote(payload, built, version)
+            ref = self._eval.options(max_retries=0, **opts).remote(runner, payload, built, version)
             refs.append(ref)
             while True:
                 ready, _ = self.ray.wait([ref], timeout=0.2)

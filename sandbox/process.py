@@ -3,7 +3,9 @@
 Design notes
 - The child is started through a tiny launcher (``python -I -S -c``) that sets resource limits and
   optionally enters a new network namespace before ``exec``: ``preexec_fn`` is not safe in a
-  threaded server (the MCP server runs tools on worker threads).
+  threaded server (the MCP server runs tools on worker threads). Its limit code is
+  ``sandbox/limits.py``, which the evaluation fork server's children run too; a limit it cannot apply
+  stops the job before it runs (exit status 125, the reason on stderr).
 - ``RLIMIT_AS`` is never set: it breaks the CUDA driver, which reserves large virtual ranges.
 - On timeout or cancellation the whole process group gets SIGTERM, then SIGKILL after a grace
   period, so a hung kernel or a child that ignores SIGTERM cannot outlive its limit by more than
@@ -34,6 +36,8 @@ from typing import IO
 
 from pydantic import BaseModel, Field
 
+from kernelscope.sandbox import limits as limit_code
+
 # Environment variables passed through to children (everything else is dropped).
 PASSTHROUGH_ENV = (
     "CUDA_VISIBLE_DEVICES",
@@ -48,34 +52,33 @@ PASSTHROUGH_ENV = (
 )
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-_LAUNCHER = r"""
-import ctypes, json, os, resource, signal, sys
+# The launcher: sandbox/limits.py (the one copy of the limit code, which the fork server's child runs
+# too), then these lines; it runs with ``python -I -S -c`` and execs the job.
+_LAUNCHER_MAIN = r"""
+import json, signal, sys
 cfg = json.loads(sys.argv[1])
-for name, value in cfg["rlimits"].items():
-    lim = getattr(resource, name)
-    try:
-        resource.setrlimit(lim, (value, value))
-    except (ValueError, OSError):
-        soft, hard = resource.getrlimit(lim)
-        if hard != resource.RLIM_INFINITY:
-            resource.setrlimit(lim, (min(value, hard), hard))
+failed, net = apply_limits(cfg["rlimits"], cfg["unshare_net"])
+for problem in failed:
+    sys.stderr.write("kernelscope sandbox: cannot apply the limit %s\n" % problem)
+if failed:
+    os._exit(125)
+if net is not None:
+    if cfg["require_net_isolation"]:
+        sys.stderr.write("kernelscope sandbox: cannot isolate the network: %s\n" % net)
+        os._exit(125)
+    sys.stderr.write("kernelscope sandbox: the job keeps the network (%s)\n" % net)
 # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: give the program the defaults
 # (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell)
 for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
     if hasattr(signal, sig):
         signal.signal(getattr(signal, sig), signal.SIG_DFL)
-if cfg["unshare_net"]:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
-        if cfg["require_net_isolation"]:
-            sys.stderr.write("kernelscope sandbox: cannot isolate the network: errno %d\n" % ctypes.get_errno())
-            os._exit(125)
 try:
     os.execvpe(sys.argv[2], sys.argv[2:], os.environ)
 except OSError as e:
     sys.stderr.write("kernelscope sandbox: cannot execute %r: %s\n" % (sys.argv[2], e))
     os._exit(127)
 """
+_LAUNCHER = Path(limit_code.__file__).read_text() + _LAUNCHER_MAIN
 
 
 class Limits(BaseModel):

@@ -4,11 +4,13 @@ in test_pool_gpu.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import tarfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models.requests import EvalRequest
 from kernelscope.sandbox.gpu import GpuPool
 from kernelscope.sandbox.pool import LocalPool, _pack, _unpack, build_cache, worker_dir
-from kernelscope.tools.run import job_env, needs_build
+from kernelscope.tools.run import RUNNER, job_env, needs_build
 
 torch = pytest.importorskip("torch", reason="evaluations need torch (its CPU build is enough)")
 
@@ -53,7 +55,7 @@ def test_local_pool_spreads_cpu_evaluations_over_its_workers_and_no_more() -> No
     sampler.start()
     t0 = time.monotonic()
     with ThreadPoolExecutor(4) as ex:
-        results = list(ex.map(pool.evaluate, [request(sleepy(1.5, str(i))) for i in range(4)]))
+        results = list(ex.map(partial(pool.evaluate, runner=RUNNER), [request(sleepy(1.5, str(i))) for i in range(4)]))
     wall = time.monotonic() - t0
     stop.set()
     sampler.join()
@@ -122,7 +124,6 @@ def test_a_ray_node_ships_a_source_it_built_before_without_building_again(
         kernelscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelscope
     from kernelscope.sandbox import pool as pool_mod
-    from kernelscope.tools import run as run_mod
 
     calls: list[str | None] = []
 
@@ -132,17 +133,17 @@ def test_a_ray_node_ships_a_source_it_built_before_without_building_again(
         (builds / "nvrtc" / f"{len(calls)}.cubin").write_bytes(b"cubin")
         return 0.5, ("failed" if "broken" in req.candidate else None)
 
-    monkeypatch.setattr(run_mod, "build_only", fake_build)
+    runner = dataclasses.replace(RUNNER, build=fake_build)
     v = kernelscope.__version__
-    first = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_90", v)
-    again = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_90", v)
-    other = pool_mod._ray_build(request(OK + "# a\n").model_dump_json(), "sm_100", v)
+    first = pool_mod._ray_build(runner, request(OK + "# a\n").model_dump_json(), "sm_90", v)
+    again = pool_mod._ray_build(runner, request(OK + "# a\n").model_dump_json(), "sm_90", v)
+    other = pool_mod._ray_build(runner, request(OK + "# a\n").model_dump_json(), "sm_100", v)
     assert calls == ["sm_90", "sm_100"] and first["build_s"] == 0.5 and again["build_s"] == 0.0
     assert again["packed"] == first["packed"] and other["packed"] != first["packed"]
     for _ in range(2):  # a failed build is never kept: the next evaluation tries again
-        assert pool_mod._ray_build(request(OK + "# broken\n").model_dump_json(), "sm_90", v)["note"] == "failed"
+        assert pool_mod._ray_build(runner, request(OK + "# broken\n").model_dump_json(), "sm_90", v)["note"] == "failed"
     assert len(calls) == 4
-    assert "error" in pool_mod._ray_build(request(OK).model_dump_json(), "sm_90", "0.0.0-other")
+    assert "error" in pool_mod._ray_build(runner, request(OK).model_dump_json(), "sm_90", "0.0.0-other")
 
 
 def test_build_outputs_travel_as_files_and_nothing_else(tmp_path: Path) -> None:
@@ -190,11 +191,11 @@ def test_ray_pool_runs_evaluations_as_tasks_on_its_cpu_workers(ray_cluster) -> N
     st = pool.status()
     assert st.backend == "ray" and st.ray_resources.get("CPU") == 2 and st.gpu_workers == 0
     with ThreadPoolExecutor(2) as ex:  # warm both workers (their fork servers import torch once)
-        warm = list(ex.map(pool.evaluate, [request(OK), request(sleepy(0.5))]))
+        warm = list(ex.map(partial(pool.evaluate, runner=RUNNER), [request(OK), request(sleepy(0.5))]))
     assert all(r.correctness and r.correctness.correct for r in warm), warm
     t0 = time.monotonic()
     with ThreadPoolExecutor(4) as ex:
-        results = list(ex.map(pool.evaluate, [request(sleepy(2.0, str(i))) for i in range(4)]))
+        results = list(ex.map(partial(pool.evaluate, runner=RUNNER), [request(sleepy(2.0, str(i))) for i in range(4)]))
     wall = time.monotonic() - t0
     assert all(r.status == "ok" and r.correctness and r.correctness.correct for r in results), results
     assert all((r.worker or "").startswith("ray:") and r.worker.endswith("/cpu0") for r in results)
@@ -207,13 +208,14 @@ def test_ray_pool_refuses_what_the_cluster_cannot_do(ray_cluster) -> None:  # ty
 
     pool = RayPool()
     with pytest.raises(NotAvailable, match="has no GPUs"):
-        pool.evaluate(request(OK, device="cuda"))
+        pool.evaluate(request(OK, device="cuda"), runner=RUNNER)
     with pytest.raises(InputError, match="Ray chooses the GPU"):
-        pool.evaluate(request(OK, gpu=1))
+        pool.evaluate(request(OK, gpu=1), runner=RUNNER)
     with pytest.raises(InputError, match="syntax error"):
-        pool.evaluate(request("def broken(:\n"))
+        pool.evaluate(request("def broken(:\n"), runner=RUNNER)
     # a node with another kernelscope version refuses the task, and the answer says so
-    ref = pool._eval.options(num_cpus=1, max_retries=0).remote(request(OK).model_dump_json(), None, "0.0.0-other")
+    ref = pool._eval.options(num_cpus=1, max_retries=0).remote(RUNNER, request(OK).model_dump_json(), None,
+                                                                "0.0.0-other")
     with pytest.raises(ray_cluster.exceptions.RayTaskError, match="install the same version"):
         ray_cluster.get(ref)
 
@@ -225,11 +227,11 @@ def test_cancelling_a_ray_evaluation_stops_it(ray_cluster) -> None:  # type: ign
     cancel = threading.Event()
     threading.Timer(3.0, cancel.set).start()
     t0 = time.monotonic()
-    r = pool.evaluate(request(sleepy(60.0)), cancel=cancel)
+    r = pool.evaluate(request(sleepy(60.0)), runner=RUNNER, cancel=cancel)
     assert r.status == "error" and "cancelled" in (r.error or "")
     assert time.monotonic() - t0 < 10
     # the CPU the cancelled task held is free again: the next evaluation runs
-    r2 = pool.evaluate(request(OK))
+    r2 = pool.evaluate(request(OK), runner=RUNNER)
     assert r2.correctness and r2.correctness.correct
 
 

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from kernelscope.config import get_settings
 from kernelscope.models.requests import EvalRequest
 from kernelscope.sandbox.gpu import gpu_pool
 from kernelscope.sandbox.pool import LocalPool, build_cache
-from kernelscope.tools.run import build_only
+from kernelscope.toolkit.probes import local_default_arch
+from kernelscope.tools.run import RUNNER, build_only
 
 pytestmark = pytest.mark.gpu
 PROBLEMS = Path(__file__).resolve().parent.parent / "examples" / "problems"
@@ -40,15 +42,13 @@ def two_gpus() -> None:
 
 
 def test_a_cpu_build_is_what_the_gpu_job_loads(kernelscope_home: Path) -> None:
-    from kernelscope.tools.compile import local_default_arch
-
     cand = fresh((SOFTMAX / "better.py").read_text())
     cubins = build_cache(kernelscope_home) / "nvrtc"
     before = set(cubins.glob("*.cubin")) if cubins.is_dir() else set()
     took, note = build_only(request(cand), get_settings(), build_cache(kernelscope_home), local_default_arch())
     built = set(cubins.glob("*.cubin")) - before
     assert note is None and len(built) == 1 and took > 0
-    r = LocalPool(cpu_workers=1, build_workers=1).evaluate(request(cand))
+    r = LocalPool(cpu_workers=1, build_workers=1).evaluate(request(cand), runner=RUNNER)
     assert r.correctness and r.correctness.correct and r.worker == "gpu" + gpu_pool().visible[0]
     assert set(cubins.glob("*.cubin")) - before == built  # the GPU job compiled nothing new: it loaded the build
 
@@ -68,7 +68,7 @@ def test_parallel_evaluations_use_every_gpu_and_build_while_they_are_busy() -> N
     threading.Thread(target=sample, daemon=True).start()
     better = (SOFTMAX / "better.py").read_text()
     with ThreadPoolExecutor(2 * n) as ex:
-        results = list(ex.map(pool.evaluate, [request(fresh(better)) for _ in range(3 * n)]))
+        results = list(ex.map(partial(pool.evaluate, runner=RUNNER), [request(fresh(better)) for _ in range(3 * n)]))
     stop.set()
     assert all(r.correctness and r.correctness.correct for r in results), [r.error for r in results]
     assert {r.worker for r in results} == {f"gpu{v}" for v in pool.gpus.visible}
@@ -104,7 +104,8 @@ def test_ray_pool_schedules_evaluations_on_every_gpu() -> None:
         assert pool.status().ray_resources.get("GPU") == n
         better = (SOFTMAX / "better.py").read_text()
         with ThreadPoolExecutor(2 * n) as ex:
-            results = list(ex.map(pool.evaluate, [request(fresh(better)) for _ in range(3 * n)]))
+            results = list(ex.map(partial(pool.evaluate, runner=RUNNER),
+                                  [request(fresh(better)) for _ in range(3 * n)]))
         assert all(r.correctness and r.correctness.correct for r in results), [r.error for r in results]
         # Ray gave each task one GPU (CUDA_VISIBLE_DEVICES set per task): every GPU evaluated something
         used = {(r.worker or "").rsplit("/", 1)[-1] for r in results}

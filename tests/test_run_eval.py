@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelscope.errors import InputError
-from kernelscope.tools.eval_harness import bootstrap_ratio_ci, fallback_findings, timing_stats, verdict_for
+from kernelscope.harness.cheats import fallback_findings
+from kernelscope.harness.stats import bootstrap_ratio_ci, timing_stats, verdict_for
 
 torch = pytest.importorskip("torch", reason="the eval harness tests need torch (CPU build is enough)")
 
@@ -206,9 +207,9 @@ def test_rounds_with_a_slow_l2_flush_are_left_out() -> None:
     its quiet time (and the round after each) leave the timings, with a note; when most rounds are slow,
     all are kept and the note says the times may read high. (The selection logic, on synthetic flush times;
     the GPU test runs it against a real noisy neighbour.)"""
-    from kernelscope.tools.eval_harness import Harness
+    from kernelscope.harness.observers import FlushProbe
 
-    h = Harness({"device": "cpu"})
+    h = FlushProbe(256)
     rng = random.Random(0)
     # the flush after the reference is 8% slower than after the candidate (what each leaves in L2): not an episode
     def flushes(i: int, slow: float = 1.0) -> list[tuple[str, float]]:
@@ -218,19 +219,21 @@ def test_rounds_with_a_slow_l2_flush_are_left_out() -> None:
     rounds = [({"candidate": 220.0 + rng.random(), "reference": 990.0}, flushes(i)) for i in range(100)]
     for i in range(40, 46):  # an episode: a 6-round stretch of memset and kernel slowed by ~15%
         rounds[i] = ({"candidate": 252.0, "reference": 1050.0}, flushes(i, 1.15))
-    keep = h._quiet_rounds(rounds)
+    keep = h.quiet_rounds([f for _, f in rounds])
     assert keep == [i for i in range(100) if not 40 <= i <= 46]
-    h._report_flush(rounds, keep)
-    assert h.flush_probe["rounds_slow"] == 6 and h.flush_probe["rounds_dropped"] == 7
-    assert 83.4 <= h.flush_probe["quiet_us"] <= 84.0 and h.flush_probe["max_us"] > 1.14 * 90.0
+    h.describe([f for _, f in rounds], keep)
+    assert h.report is not None
+    assert h.report["rounds_slow"] == 6 and h.report["rounds_dropped"] == 7
+    assert 83.4 <= h.report["quiet_us"] <= 84.0 and h.report["max_us"] > 1.14 * 90.0
     assert any("7 of 100 timing rounds left out" in n for n in h.notes)
 
     busy = [({"candidate": 252.0}, [("candidate", 96.0 + rng.random())]) if i % 3
             else ({"candidate": 220.0}, [("candidate", 83.5)]) for i in range(90)]
-    h2 = Harness({"device": "cpu"})
-    assert len(h2._quiet_rounds(busy)) < 45  # most rounds slow: time_interleaved keeps them all, and says so
-    h2._report_flush(busy, list(range(90)))
-    assert h2.flush_probe["rounds_dropped"] == 0 and h2.flush_probe["rounds_slow"] == 60
+    h2 = FlushProbe(256)
+    assert len(h2.quiet_rounds([f for _, f in busy])) < 45  # most rounds slow: the timing keeps them all, and says so
+    h2.describe([f for _, f in busy], list(range(90)))
+    assert h2.report is not None
+    assert h2.report["rounds_dropped"] == 0 and h2.report["rounds_slow"] == 60
     assert any("too many to drop" in n for n in h2.notes)
 
 
@@ -244,27 +247,27 @@ def test_the_host_cover_follows_the_warm_up_and_is_reported() -> None:
     host's launch time stays out of the GPU timings): twice the call's 90th-percentile host time in the
     warm-up plus 30 µs, capped, or what the request asks. (The sizing and the report on synthetic times; the
     GPU test times a candidate with a slow host side both ways.)"""
-    from kernelscope.tools.eval_harness import Harness
+    from kernelscope.harness.observers import HostCover, Round, TimingRun
 
-    h = Harness({"device": "cpu"})
+    h = HostCover()
     # warm-up host times (s): the first quarter includes one-off work and is left out
-    h._warm_host = {"candidate": [5e-3] * 10 + [100e-6] * 30 + [150e-6] * 10, "reference": [40e-6] * 40}
-    us = h._host_cover_us(["candidate", "reference"])
+    warm = {"candidate": [5e-3] * 10 + [100e-6] * 30 + [150e-6] * 10, "reference": [40e-6] * 40}
+    us = h.cover_us(["candidate", "reference"], warm)
     assert us["candidate"] == 2 * 150 + 30 and us["reference"] == 2 * 40 + 30
-    h._warm_host = {"candidate": [5e-3] * 40}
-    assert h._host_cover_us(["candidate"])["candidate"] == Harness.HOST_COVER_MAX_US
-    assert Harness({"device": "cpu", "host_cover_us": 0})._host_cover_us(["candidate"]) == {"candidate": 0.0}
-    assert Harness({"device": "cpu", "host_cover_us": 75})._host_cover_us(["candidate"]) == {"candidate": 75.0}
+    assert h.cover_us(["candidate"], {"candidate": [5e-3] * 40})["candidate"] == HostCover.MAX_US
+    assert HostCover(0).cover_us(["candidate"], warm) == {"candidate": 0.0}
+    assert HostCover(75).cover_us(["candidate"], warm) == {"candidate": 75.0}
 
     # the report: a forward that takes longer to issue than to run says so; calls over the cover are counted
-    h = Harness({"device": "cpu"})
-    h._cover_us = {"candidate": 200.0, "reference": 100.0}
-    rounds = [({"candidate": 12.0, "reference": 300.0}, [("candidate", 80.0), ("reference", 82.0)])
-              for _ in range(100)]
-    host = {"candidate": [90.0] * 90 + [400.0] * 10, "reference": [60.0] * 100}
-    host_fn = {"candidate": [60.0] * 100, "reference": [30.0] * 100}
-    h._report_host(host, host_fn, rounds)
-    hc = h.host_cover
+    h = HostCover()
+    h.us = {"candidate": 200.0, "reference": 100.0}
+    run = TimingRun(["candidate", "reference"], rounds=[Round({"candidate": 12.0, "reference": 300.0})] * 100,
+                    host_us={"candidate": [90.0] * 90 + [400.0] * 10, "reference": [60.0] * 100},
+                    host_call_us={"candidate": [60.0] * 100, "reference": [30.0] * 100},
+                    gpu_before_call_us=80.0)  # the least flush time before a call
+    h.describe(run)
+    hc = h.report
+    assert hc is not None
     assert hc["cover_us"] == {"candidate": 200.0, "reference": 100.0}
     assert hc["call_median_us"] == {"candidate": 60.0, "reference": 30.0}
     assert hc["calls_over_cover"] == {"candidate": 10, "reference": 0}  # 400 > 200 + 80

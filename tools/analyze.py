@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -80,7 +79,7 @@ from kernelscope.models import (
 from kernelscope.models.requests import AnalyzeRequest, NcuOptions, ProfileTarget
 from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.run import HARNESS, _read_source, job_env, program_artifact, stage_program
+from kernelscope.tools.run import _read_source, job_env, program_artifact, stage_program
 from kernelscope.tools.sass import sass_for_artifact
 
 WaitCallback = Callable[[int, float], None]
@@ -90,6 +89,8 @@ WaitCallback = Callable[[int, float], None]
 def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
     """The target made ready in the workspace ``ws``: a program staged, or an eval problem's sources and the
     harness' configuration written."""
+    from kernelscope.tools.run import harness_argv
+
     if t.artifact_id is not None:
         if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
             raise InputError("Give either `artifact_id` (program mode) or a reference and candidate (eval mode), "
@@ -104,7 +105,7 @@ def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
     cfg = {"profile_only": True, "reference_path": str(ws / "reference.py"),
            "candidate_path": str(ws / "candidate.py"), "device": "cuda:0", "seed": t.seed, "profile_calls": t.calls}
     (ws / "config.json").write_text(json.dumps(cfg))
-    return Prepared(argv=[sys.executable, "-s", str(HARNESS), str(ws / "config.json"), str(ws / "result.json")],
+    return Prepared(argv=harness_argv(ws / "config.json", ws / "result.json"),
                     ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import io
 import json
 import logging
@@ -19,43 +20,42 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from pydantic import ValidationError
 
 import kernelscope
 from kernelscope.artifacts import Artifact, get_store
 from kernelscope.config import Settings, ensure_dirs, get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import (
-    CheatFlag,
-    Correctness,
-    EnergyReading,
     EvalResult,
-    FlushProbe,
-    HostCover,
     KernelTime,
     ProgramResult,
-    Speedup,
-    TimingStats,
-    TrialResult,
 )
 from kernelscope.models.requests import EvalRequest, ProgramRequest
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
 from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
+from kernelscope.sandbox.pool import LocalPool, Runner, build_cache, current_pool, worker_dir
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
+from kernelscope.toolkit.probes import local_default_arch
 from kernelscope.toolkit.toolchain import ToolMissing, require
-
-if TYPE_CHECKING:
-    from kernelscope.sandbox.pool import LocalPool
+from kernelscope.tools.run_answer import assemble, overhead, parse_harness_result
 
 log = logging.getLogger("kernelscope.tools.run")
-HARNESS = Path(__file__).with_name("eval_harness.py")
-PACKAGE_PARENT = str(Path(kernelscope.__file__).resolve().parent.parent)
+# The evaluation harness runs as a module of this package (-s: no user site-packages); the sandboxed job
+# finds the package through PYTHONPATH. The parent of the package as imported, not resolved: a symlinked
+# install must hand its children the path it was imported from.
+HARNESS = ("-s", "-m", "kernelscope.harness")
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(kernelscope.__file__)))
 WaitCallback = Callable[[int, float], None]
+
+
+def harness_argv(config: Path, result: Path) -> list[str]:
+    """The command line of one harness job (CONFIG -> RESULT), spawned without the fork server."""
+    return [sys.executable, *HARNESS, str(config), str(result)]
 
 
 def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> str:
@@ -87,8 +87,6 @@ def _read_source(text: str | None, path: str | None, what: str, s: Settings) -> 
 
 
 def _resolve_device(device: str, gpus: GpuPool) -> str:
-    import importlib.util
-
     n_gpus = len(gpus)
     if importlib.util.find_spec("torch") is None:
         raise NotAvailable("Evaluating candidates", "torch is not importable in kernelscope's Python environment",
@@ -102,8 +100,6 @@ def _resolve_device(device: str, gpus: GpuPool) -> str:
 
 
 def _torch_arch_list() -> str:
-    from kernelscope.tools.compile import local_default_arch
-
     digits = "".join(ch for ch in local_default_arch() if ch.isdigit())
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else "9.0"
 
@@ -113,8 +109,6 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     """A sandboxed job's environment. ``lease``: the GPU (or CPU worker) it runs on, whose own cache
     directory holds what is compiled while it runs; ``candidate``: the source whose extension builds
     live in the shared build cache (``builds``, default the home's), keyed by its content."""
-    from kernelscope.sandbox.pool import build_cache, worker_dir
-
     env = build_env(home=ws)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     shared = builds if builds is not None else build_cache(home)
@@ -144,8 +138,6 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
 def prewarm() -> bool:
     """Start the evaluation fork server now (imports torch once) so the first eval is fast; False
     where torch is not importable here."""
-    import importlib.util
-
     if importlib.util.find_spec("torch") is None:
         return False
     s = ensure_dirs()
@@ -163,9 +155,7 @@ def eval_candidate(req: EvalRequest, settings: Settings | None = None, *, cancel
                    on_wait: WaitCallback | None = None) -> EvalResult:
     """Evaluate a candidate against its reference on the configured evaluation pool (``tools.pool``:
     this host's GPUs by default, or a Ray cluster)."""
-    from kernelscope.sandbox.pool import current_pool
-
-    return current_pool().evaluate(req, settings, cancel=cancel, on_wait=on_wait)
+    return current_pool().evaluate(req, settings, runner=RUNNER, cancel=cancel, on_wait=on_wait)
 
 
 def resolve_sources(req: EvalRequest, s: Settings) -> tuple[str, str]:
@@ -210,6 +200,147 @@ def build_only(req: EvalRequest, s: Settings, builds: Path, arch: str | None) ->
         return _prebuild(ws.path, s, req, _eval_limits(req), None, cand_src, arch, builds)
 
 
+class _SharedWorkspace:
+    """An evaluation's workspace, used by the caller (which reads the result from it) and by the job's
+    thread (whose process runs in it until it exits): removed when the last of them lets go."""
+
+    def __init__(self) -> None:
+        self.workspace = Workspace(prefix="eval-")
+        self.path = self.workspace.path
+        self._users = 1
+        self._lock = threading.Lock()
+
+    def share(self) -> None:
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users == 0
+        if last:
+            self.workspace.cleanup()
+
+    def __enter__(self) -> _SharedWorkspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass
+class _EvalJob:
+    """One evaluation on this host: its request, sources, device and workspace, and the wall-clock marks
+    (start, lease: the lease asked for, submit: the job handed to the process runner) for its overhead."""
+
+    req: EvalRequest
+    s: Settings
+    cand_src: str
+    device: str
+    ws: Path
+    cancel: threading.Event | None
+    marks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Path:
+        return self.ws / "config.json"
+
+    @property
+    def result(self) -> Path:
+        return self.ws / "result.json"
+
+    @property
+    def limits(self) -> Limits:
+        return _eval_limits(self.req)
+
+    def execute(self, lease: Lease) -> ProcessResult:
+        """The harness job, on the fork server (or, without one, a spawned interpreter)."""
+        env = job_env(self.ws, self.s.home, lease, candidate=self.cand_src)
+        self.marks["submit"] = time.time()
+        fs = get_fork_server(HARNESS, forkserver_env(self.s.home)) if self.req.executor == "auto" else None
+        if fs is not None:
+            try:
+                return fs.run(cfg=self.config, out=self.result, cwd=self.ws, env=env, limits=self.limits,
+                              cancel=self.cancel)
+            except ForkServerError as e:
+                if self.result.exists():  # the job finished; only its exit report was lost (server shutdown)
+                    return ProcessResult(argv=harness_argv(self.config, self.result), returncode=None,
+                                         stderr=str(e))
+                log.warning("fork server failed (%s); spawning this job", e)
+        return run_process(harness_argv(self.config, self.result), cwd=self.ws, limits=self.limits, env=env,
+                           cancel=self.cancel)
+
+
+class _JobThread:
+    """The timed job on a thread that holds the lease and a share of the workspace until its process has
+    exited (the time limit still applies). ``answer`` returns a complete "ok" result as soon as it is
+    written: tearing down a CUDA context takes ~0.1 s that the caller need not wait for."""
+
+    def __init__(self, job: _EvalJob, lease: AbstractContextManager[Lease], shared: _SharedWorkspace) -> None:
+        self.job = job
+        self.proc: ProcessResult | None = None
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+        with ExitStack() as held:  # taken here; released by the thread when its process has exited
+            shared.share()
+            held.callback(shared.release)
+            self.lease = held.enter_context(lease)
+            self._held = held.pop_all()
+        threading.Thread(target=self._work, name="eval-job", daemon=True).start()
+
+    def _work(self) -> None:
+        try:
+            with self._held:  # the lease first, then the thread's share of the workspace
+                self.proc = self.job.execute(self.lease)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.finished.set()
+
+    def answer(self) -> tuple[dict | None, ProcessResult | None]:
+        """An "ok" result as soon as it is written (its raw JSON), else the finished process."""
+        while not self.finished.wait(0.01):
+            raw = _ok_result(self.job.result)
+            if raw is not None:
+                return raw, None
+        if self.error is not None:
+            raise self.error
+        return None, self.proc
+
+
+def _ok_result(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # still being written
+    return raw if raw.get("status") == "ok" else None
+
+
+def _local_arch(pool: LocalPool) -> str | None:
+    """The target of this host's GPUs (``sm_90``) for builds ahead of time; None where it cannot be known."""
+    if not len(pool.gpus):
+        return None
+    try:
+        return local_default_arch()
+    except Exception:
+        return None
+
+
+def _build_first(job: _EvalJob, pool: LocalPool) -> tuple[float | None, str | None]:
+    """Builds run first, on a CPU build worker without the GPU: minutes of compiling extensions
+    (load_inline) must not hold the lease, and while every GPU is busy a fast-path candidate's NVRTC
+    build goes ahead too, so it overlaps the evaluations under way. The outputs are cached by content,
+    so the evaluation loads them at once. A failed pre-build is not an answer: the evaluation then
+    builds (and reports) it itself."""
+    arch = _local_arch(pool) if job.device == "cuda" and pool.gpus.contended() else None
+    if not needs_build(job.cand_src, arch):
+        return None, None
+    with pool.builds.lease(cancel=job.cancel):
+        return _prebuild(job.ws, job.s, job.req, job.limits, job.cancel, job.cand_src, arch)
+
+
 def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, *,
                   cancel: threading.Event | None = None, on_wait: WaitCallback | None = None) -> EvalResult:
     """One evaluation on this host: a build on a CPU build worker where there is something to build,
@@ -218,101 +349,27 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
     ref_src, cand_src = resolve_sources(req, s)
     device = _resolve_device(req.device, pool.gpus)
     t_start = time.monotonic()
-    ws = Workspace(prefix="eval-")
-    try:
-        _write_config(ws.path, req, ref_src, cand_src, device)
-    except BaseException:
-        ws.cleanup()
-        raise
-    result_path = ws.path / "result.json"
-    # -s: no user site-packages; PYTHONPATH (set by job_env) makes kernelscope.fast importable
-    argv = [sys.executable, "-s", str(HARNESS), str(ws.path / "config.json"), str(result_path)]
-    limits = _eval_limits(req)
-
-    marks: dict[str, float] = {"start": time.time()}  # wall-clock marks for EvalResult.overhead_s
-
-    def execute(lease: Lease) -> ProcessResult:
-        env = job_env(ws.path, s.home, lease, candidate=cand_src)
-        marks["submit"] = time.time()
-        fs = get_fork_server(HARNESS, forkserver_env(s.home)) if req.executor == "auto" else None
-        if fs is not None:
-            try:
-                return fs.run(cfg=ws.path / "config.json", out=result_path, cwd=ws.path, env=env, limits=limits,
-                              cancel=cancel)
-            except ForkServerError as e:
-                if result_path.exists():  # the job finished; only its exit report was lost (server shutdown)
-                    return ProcessResult(argv=argv, returncode=None, stderr=str(e))
-                log.warning("fork server failed (%s); spawning this job", e)
-        return run_process(argv, cwd=ws.path, limits=limits, env=env, cancel=cancel)
-
-    # Builds run first, on a CPU build worker without the GPU: minutes of compiling extensions
-    # (load_inline) must not hold the lease, and while every GPU is busy a fast-path candidate's NVRTC
-    # build goes ahead too, so it overlaps the evaluations under way. The outputs are cached by content,
-    # so the evaluation below loads them at once. A failed pre-build is not an answer: the evaluation
-    # then builds (and reports) it itself.
-    build_s: float | None = None
-    build_note: str | None = None
-    arch = pool.arch() if device == "cuda" and pool.gpus.contended() else None
-    if needs_build(cand_src, arch):
-        try:
-            with pool.builds.lease(cancel=cancel):
-                build_s, build_note = _prebuild(ws.path, s, req, limits, cancel, cand_src, arch)
-        except BaseException:
-            ws.cleanup()
-            raise
-
-    # The job runs on a worker thread that holds the lease and the workspace until the process has
-    # exited (the time limit still applies). A complete "ok" result is answered as soon as it is
-    # written: tearing down a CUDA context takes ~0.1 s that the caller need not wait for.
-    slots = pool.gpus if device == "cuda" else pool.cpus
-    lease_cm = slots.lease(req.gpu if device == "cuda" else None, cancel=cancel,
-                           on_wait=on_wait if device == "cuda" else None)
-    marks["lease"] = time.time()
-    try:
-        lease = lease_cm.__enter__()
-    except BaseException:
-        ws.cleanup()
-        raise
-    box: dict[str, ProcessResult] = {}
-    finished = threading.Event()
-    detached = threading.Event()
-
-    def worker() -> None:
-        try:
-            box["proc"] = execute(lease)
-        finally:
-            lease_cm.__exit__(None, None, None)
-            finished.set()
-            if detached.is_set():
-                ws.cleanup()
-
-    threading.Thread(target=worker, name="eval-job", daemon=True).start()
-    early: dict | None = None
-    while not finished.wait(0.01):
-        if result_path.is_file():
-            try:
-                raw = json.loads(result_path.read_text())
-            except (OSError, ValueError):
-                continue
-            if raw.get("status") == "ok":
-                early = raw
-                detached.set()
-                if finished.is_set():  # the worker ended meanwhile: clean up here
-                    ws.cleanup()
-                break
-    try:
-        if early is not None:
-            result, clock = parse_harness_result(early), early.get("clock")
+    with _SharedWorkspace() as shared:
+        job = _EvalJob(req, s, cand_src, device, shared.path, cancel)
+        _write_config(job.ws, req, ref_src, cand_src, device)
+        job.marks["start"] = time.time()
+        build_s, build_note = _build_first(job, pool)
+        gpu = device == "cuda"
+        slots = pool.gpus if gpu else pool.cpus
+        job.marks["lease"] = time.time()
+        running = _JobThread(job, slots.lease(req.gpu if gpu else None, cancel=cancel,
+                                              on_wait=on_wait if gpu else None), shared)
+        raw, proc = running.answer()
+        if raw is not None:
+            result, clock = parse_harness_result(raw), raw.get("clock")
         else:
-            result, clock = _assemble(result_path, box["proc"], req)
-    finally:
-        if early is None:
-            ws.cleanup()
+            assert proc is not None
+            result, clock = assemble(job.result, proc, req.timeout_s)
     result.wall_s = time.monotonic() - t_start
-    result.overhead_s = _overhead(marks, clock, time.time())
-    result.gpu_wait_s = lease.waited_s if device == "cuda" else 0.0
+    result.overhead_s = overhead(job.marks, clock, time.time())
+    result.gpu_wait_s = running.lease.waited_s if gpu else 0.0
     result.build_s, result.build_note = build_s, build_note
-    result.worker = lease.worker
+    result.worker = running.lease.worker
     return result
 
 
@@ -336,7 +393,7 @@ def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits, cancel: t
         if fs is not None:
             proc = fs.run(cfg=ws / "build.json", out=out, cwd=ws, env=env, limits=limits, cancel=cancel)
         else:
-            proc = run_process([sys.executable, "-s", str(HARNESS), str(ws / "build.json"), str(out)], cwd=ws,
+            proc = run_process(harness_argv(ws / "build.json", out), cwd=ws,
                                limits=limits, env=env, cancel=cancel)
     except ForkServerError as e:
         return time.monotonic() - t0, f"pre-build skipped: {e}"
@@ -352,77 +409,10 @@ def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits, cancel: t
     return took, None
 
 
-def _assemble(path: Path, proc: ProcessResult, req: EvalRequest) -> tuple[EvalResult, dict | None]:
-    """The answer from a finished job, and the harness's clock marks when it wrote a result."""
-    tail = proc.stderr[-4000:] if proc.stderr else None
-    if proc.timed_out:
-        return EvalResult(verdict="invalid", status="timeout", stderr_tail=tail,
-                          error=f"the evaluation did not finish within {req.timeout_s:.0f} s and was killed (a hung "
-                                "kernel or an endless loop); the GPU is free again."), None
-    if proc.cancelled:
-        return EvalResult(verdict="invalid", status="error", error="the evaluation was cancelled",
-                          stderr_tail=tail), None
-    if not path.is_file():
-        why = proc.describe_failure()
-        return EvalResult(verdict="incorrect", status="crashed", stderr_tail=tail,
-                          error=f"the evaluation process {why} before writing a result (a crash in the candidate's "
-                                "code or kernel: illegal address, trap, segfault or abort). stderr has the "
-                                "details; the next job gets a fresh process."), None
-    try:
-        raw = json.loads(path.read_text())
-    except ValueError as e:
-        return EvalResult(verdict="invalid", status="error", error=f"unreadable harness result: {e}",
-                          stderr_tail=tail), None
-    return parse_harness_result(raw, stderr_tail=tail), raw.get("clock")
-
-
-def _overhead(marks: dict[str, float], clock: dict | None, answered: float) -> dict[str, float]:
-    """The evaluation's time outside the harness, from the caller's wall-clock ``marks`` (start, lease: the
-    lease asked for, submit: the job handed to the process runner) and the harness's (child_start: the forked
-    job's first step, main_start, written: the result on disk): ``prepare`` (sources, workspace, any build),
-    ``lease`` (asking for and waiting on the worker), ``spawn`` (the job handed over until its first step; with
-    no fork server, the interpreter's start and imports too), ``setup`` (the job's limits, namespace and
-    environment), ``hand_off`` (the result written until answered). Empty where the job wrote no marks."""
-    if not clock or clock.get("main_start") is None or clock.get("written") is None or "submit" not in marks:
-        return {}
-    first = clock.get("child_start") or clock["main_start"]
-    parts = {"prepare": marks["lease"] - marks["start"], "lease": marks["submit"] - marks["lease"],
-             "spawn": first - marks["submit"], "setup": clock["main_start"] - first,
-             "hand_off": answered - clock["written"]}
-    return {k: round(max(v, 0.0), 4) for k, v in parts.items()}
-
-
-def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalResult:
-    """The harness's JSON -> EvalResult (typed, with the speedups in a list)."""
-    corr = raw.get("correctness")
-    correctness = None
-    if corr:
-        correctness = Correctness(
-            correct=bool(corr.get("correct")), trials=corr["trials"], passed=corr["passed"], policy=corr["policy"],
-            tolerances=corr.get("tolerances", {}), max_abs_error=corr.get("max_abs_error"),
-            max_rel_error=corr.get("max_rel_error"),
-            trial_results=[TrialResult(trial=t["trial"], ok="error" not in t, error=t.get("error"),
-                                       max_abs_error=t.get("max_abs_error"), max_rel_error=t.get("max_rel_error"))
-                           for t in corr.get("trial_results", [])],
-        )
-    speedups = [Speedup(baseline=k, **v) for k, v in (raw.get("speedup") or {}).items()]  # type: ignore[arg-type]
-    try:
-        return EvalResult(
-            verdict=raw.get("verdict", "invalid"), status=raw.get("status", "error"), error=raw.get("error"),
-            device=raw.get("device"), gpu=raw.get("gpu"), torch=raw.get("torch"), correctness=correctness,
-            timings={k: TimingStats(**v) for k, v in (raw.get("timings") or {}).items()},
-            speedups=speedups, candidate_synced_us_per_call=raw.get("candidate_synced_us_per_call"),
-            flush_probe=FlushProbe(**raw["flush_probe"]) if raw.get("flush_probe") else None,
-            host_cover=HostCover(**raw["host_cover"]) if raw.get("host_cover") else None,
-            energy={k: EnergyReading(**v) for k, v in (raw.get("energy") or {}).items()},
-            flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
-            ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"),
-            phases_s=raw.get("phases_s") or {}, traceback=raw.get("traceback"), samples_us=raw.get("samples_us"),
-            stderr_tail=stderr_tail if raw.get("status") != "ok" else None,
-        )
-    except ValidationError as e:
-        return EvalResult(verdict="invalid", status="error", error=f"malformed harness result: {e}",
-                          stderr_tail=stderr_tail)
+# What the evaluation pool runs (sandbox/pool.py schedules, this module evaluates); module-level
+# functions, so Ray ships them to its nodes by reference.
+RUNNER = Runner(request=EvalRequest, here=evaluate_here, build=build_only, sources=resolve_sources,
+                needs_build=needs_build, arch=_local_arch)
 
 
 # ----------------------------------------------------------------------------------- program mode

@@ -1,9 +1,10 @@
-"""Write the tool reference pages, docs/tools/<name>.md, from the server's own tool schemas.
+"""Write the generated reference pages: docs/tools/<name>.md from the server's own tool schemas, and
+docs/rules.md from the rule registry (kernelscope.heuristics.reference).
 
 Run from the repository root:
 
-    python docs/generate.py          # (re)write docs/tools/
-    python docs/generate.py --check  # exit 1 when a committed page differs from what the schemas give
+    python docs/generate.py          # (re)write docs/tools/ and docs/rules.md
+    python docs/generate.py --check  # exit 1 when a committed page differs from what the code gives
 
 The pages come from what an MCP host sees, the answer to tools/list of a server started in-process
 (title, description, annotations, input schema, output schema), never from the server's internals, so
@@ -18,6 +19,12 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import anyio
+from mcp import Client
+
+from kernelscope.heuristics import reference as rules_reference
+from kernelscope.server.app import create_server
 
 TOOLS_DIR = Path(__file__).resolve().parent / "tools"
 INDEX = "README.md"
@@ -43,10 +50,6 @@ CONSTRAINTS = (
 
 async def list_tools() -> list[Any]:
     """The server's tools/list answer, through an in-memory MCP client."""
-    from mcp import Client
-
-    from kernelscope.server.app import create_server
-
     async with Client(create_server()) as client:
         return list((await client.list_tools()).tools)
 
@@ -238,20 +241,19 @@ def write(expected: dict[str, str], folder: Path = TOOLS_DIR) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")
     opts = parser.parse_args(argv)
     expected = pages(anyio.run(list_tools))
+    rules_args = ["--check"] if opts.check else []
     if opts.check:
         problems = drift(expected)
         for p in problems:
             print(p)
-        return 1 if problems else 0
+        return 1 if rules_reference.main(rules_args) or problems else 0
     write(expected)
     print(f"wrote {len(expected)} pages to docs/tools/")
-    return 0
+    return rules_reference.main(rules_args)
 
 
 if __name__ == "__main__":

@@ -390,47 +390,8 @@ def run_process(
     except OSError as e:
         return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
 
-    pumps = [
-        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
-    ]
-    for t in pumps:
-        t.start()
-    if stdin is not None and proc.stdin is not None:
-
-        def _feed() -> None:
-            try:
-                proc.stdin.write(stdin)  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-
-        threading.Thread(target=_feed, daemon=True).start()
-
-    timed_out = cancelled = False
-    exceeded: str | None = None
-    watchdog = Watchdog(limits, cwd)
-    deadline = start + limits.wall_s
-    while True:
-        try:
-            proc.wait(timeout=0.05)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        exceeded = watchdog.check(proc.pid)
-        if exceeded:
-            kill_group_until_empty(proc.pid)
-            proc.wait()
-            break
-        cancelled, timed_out = stop_reason(cancel, deadline)
-        if timed_out or cancelled:
-            _killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=limits.kill_grace_s)
-            except subprocess.TimeoutExpired:
-                _killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            break
+    pumps = _start_pumps(proc, out, err, stdin)
+    timed_out, cancelled, exceeded = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s)
     wall = time.monotonic() - start
     # Children left in the group (daemonised helpers, fork bombs) die with the job.
     kill_group_until_empty(proc.pid)
@@ -452,6 +413,58 @@ def run_process(
         limit_exceeded=exceeded,
         network_isolated=net,
     )
+
+
+def _start_pumps(proc: subprocess.Popen[bytes], out: _Capped, err: _Capped,
+                 stdin: bytes | None) -> list[threading.Thread]:
+    """Threads that drain the child's stdout and stderr into capped buffers (and feed its stdin)."""
+    pumps = [
+        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
+    ]
+    for t in pumps:
+        t.start()
+    if stdin is not None and proc.stdin is not None:
+
+        def _feed() -> None:
+            try:
+                proc.stdin.write(stdin)  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+        threading.Thread(target=_feed, daemon=True).start()
+    return pumps
+
+
+def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
+               deadline: float) -> tuple[bool, bool, str | None]:
+    """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
+    or is cancelled: (timed_out, cancelled, the limit exceeded or None)."""
+    timed_out = cancelled = False
+    exceeded: str | None = None
+    watchdog = Watchdog(limits, cwd)
+    while True:
+        try:
+            proc.wait(timeout=0.05)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        exceeded = watchdog.check(proc.pid)
+        if exceeded:
+            kill_group_until_empty(proc.pid)
+            proc.wait()
+            break
+        cancelled, timed_out = stop_reason(cancel, deadline)
+        if timed_out or cancelled:
+            _killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=limits.kill_grace_s)
+            except subprocess.TimeoutExpired:
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            break
+    return timed_out, cancelled, exceeded
 
 
 @lru_cache(maxsize=1)

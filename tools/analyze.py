@@ -79,7 +79,7 @@ from kernelscope.models import (
 from kernelscope.models.requests import AnalyzeRequest, NcuOptions, ProfileTarget
 from kernelscope.sandbox.gpu import Lease, gpu_pool
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.run import _read_source, job_env, program_artifact, stage_program
+from kernelscope.tools.run import _read_source, harness_argv, job_env, program_artifact, stage_program
 from kernelscope.tools.sass import sass_for_artifact
 
 WaitCallback = Callable[[int, float], None]
@@ -89,8 +89,6 @@ WaitCallback = Callable[[int, float], None]
 def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
     """The target made ready in the workspace ``ws``: a program staged, or an eval problem's sources and the
     harness' configuration written."""
-    from kernelscope.tools.run import harness_argv
-
     if t.artifact_id is not None:
         if any(v is not None for v in (t.reference, t.reference_path, t.candidate, t.candidate_path)):
             raise InputError("Give either `artifact_id` (program mode) or a reference and candidate (eval mode), "

@@ -32,7 +32,7 @@ def test_problem_candidates_are_correct_and_better_beats_naive(problem: str) -> 
     for r in (naive, better):
         assert r.status == "ok" and r.correctness and r.correctness.correct, (r.error, r.correctness, r.traceback)
         assert not [f for f in r.flags if f.severity == "invalid"], r.flags
-        assert r.gpu and "H100" in r.gpu
+        assert r.gpu and ("H100" in r.gpu or "H200" in r.gpu), r.gpu  # the device lends Hopper parts
     assert better.timings["candidate"].median_us < naive.timings["candidate"].median_us
 
 

@@ -190,3 +190,16 @@ def test_too_large_and_device_faults_and_the_reference(tmp_path: Path) -> None:
     assert "the reference raised in forward" in ref["error"]
     oom = job.failure(RuntimeError("CUDA out of memory. Tried to allocate 12.00 GiB"), h)
     assert oom["status"] == "harness-error"
+
+
+def test_the_answer_says_a_harness_error_is_not_the_candidates() -> None:
+    from kernelscope.server.summaries import eval_summary
+    from kernelscope.tools.run_answer import parse_harness_result
+
+    r = parse_harness_result({"status": "harness-error", "verdict": "inconclusive",
+                              "error": "the harness itself failed (RuntimeError: x)"})
+    assert r.status == "harness-error"
+    text = eval_summary(r)
+    assert "the harness itself failed (nothing is known about the candidate)" in text and "INCORRECT" not in text
+    big = parse_harness_result({"status": "too-large", "verdict": "inconclusive", "error": "too large for ..."})
+    assert "too large for this GPU with these settings" in eval_summary(big)

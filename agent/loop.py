@@ -113,7 +113,7 @@ class OptimizeLoop:
 
     def step(self, st: SearchState) -> None:
         self.latest = st
-        self.checkpoint(st, "running")
+        self.checkpoint(st, "running")  # skipped once interrupted: the interruption's checkpoint is the last
         if self.on_step is not None:
             self.on_step(st)
         if self.observer is not None:
@@ -211,6 +211,7 @@ class OptimizeLoop:
             new, text2, result = await self.run_tool(code)
             self.store.save_eval(key, {"source": code}, new, text2, result, None)
         new.label = f"repair of a {out.status} candidate: {why}"
+        new.repaired_from = out.feedback or out.status
         return new, text2, result, code
 
     async def evaluate_async(self, payload: dict[str, str]) -> Outcome:
@@ -259,10 +260,13 @@ class OptimizeLoop:
         self.tell("confirming the best (run, longer timing budget)")
         return await confirm_best(st, self.peer, self.store, self.cfg, self.proposer.source_of)
 
-    def checkpoint(self, st: SearchState, stopped: str, conf: Confirmation | None = None) -> OptimizeSummary:
+    def checkpoint(self, st: SearchState, stopped: str, conf: Confirmation | None = None) -> OptimizeSummary | None:
         """The tree, every candidate, the best, the summary and the report as of now (after every
-        evaluation, on an interruption and at the end)."""
+        evaluation, on an interruption and at the end); a running checkpoint after an interruption is
+        dropped (None)."""
         with self._write:
+            if stopped == "running" and self.stopping:
+                return None
             best = conf.node if conf is not None else st.best
             tree = st.root.to_dict()
             self.store.save_candidates({n.id: self.proposer.source_of(n.payload) for n in st.nodes}, tree,
@@ -297,14 +301,19 @@ class OptimizeLoop:
 
 
 async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None] | None = None,
-                   observer: Observer | None = None, connect: Connect | None = None) -> OptimizeSummary:
+                   observer: Observer | None = None, connect: Connect | None = None,
+                   sleep: Callable[[float], None] | None = None) -> OptimizeSummary:
     """Run `kernelscope optimize` as ``cfg`` says; the run directory is written (or resumed) at ``cfg.out``.
+    ``connect`` opens the run's server (default: ``ServerPeer.connect``); ``sleep`` replaces the LLM
+    proposer's backoff sleep (tests: no real waiting).
 
     Interrupted (KeyboardInterrupt, or the task cancelled), the run writes its summary and report as of
     the latest evaluation (``stopped`` = interrupted) and the interruption goes on up."""
     reference = cfg.reference.read_text()
     template = cfg.candidate.read_text() if cfg.candidate is not None else None
     proposer = Proposer.for_run(cfg, template, reference)
+    if sleep is not None and hasattr(proposer.expander, "sleep"):
+        proposer.expander.sleep = sleep
     store = RunStore(cfg.out)
     store.prepare(cfg)
     t0 = time.monotonic()
@@ -315,7 +324,9 @@ async def optimize(cfg: OptimizeConfig, *, on_step: Callable[[SearchState], None
         async with _interruptible(loop):
             st = await loop.run(deadline)
             conf = await loop.confirm(st)
-    return loop.checkpoint(st, st.stopped, conf)
+    summary = loop.checkpoint(st, st.stopped, conf)
+    assert summary is not None
+    return summary
 
 
 @asynccontextmanager

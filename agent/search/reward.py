@@ -37,6 +37,7 @@ class Outcome:
     verdict: str | None = None  # the server's verdict: faster, slower, inconclusive, incorrect, invalid
     feedback: str = ""  # what went wrong or what was measured, in words, for the next prompt and the memory
     label: str = ""  # the node's own label when a repair turn replaced the proposal
+    repaired_from: str = ""  # what was wrong with the proposal before its repair turn (its feedback)
 
     @property
     def ok(self) -> bool:

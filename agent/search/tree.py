@@ -56,6 +56,7 @@ class MemoryEntry:
     findings_before: list[str]
     findings_after: list[str]
     feedback: str = ""  # what the evaluation said (the error, the mismatch, the flag, the slowdown)
+    repaired_from: str = ""  # what was wrong before a repair turn
 
 
 class SearchMemory:
@@ -68,7 +69,8 @@ class SearchMemory:
     def record(self, parent: Node, child: Node) -> None:
         self.entries.append(MemoryEntry(parent.id, child.id, child.change, child.outcome.status,
                                         child.reward - parent.reward, list(parent.outcome.findings),
-                                        list(child.outcome.findings), child.outcome.feedback))
+                                        list(child.outcome.findings), child.outcome.feedback,
+                                        child.outcome.repaired_from))
 
     def move_stats(self) -> dict[str, tuple[int, int]]:
         """Kind of change (a change's first word, e.g. ``BLOCK+``) -> (times it helped, times it hurt
@@ -89,13 +91,14 @@ class SearchMemory:
         ranked = sorted(self.entries, key=lambda e: -abs(e.delta) if e.status == "correct" else 0.0)[:limit]
         lines = []
         for e in ranked:
+            before = f" [before its repair: {' '.join(e.repaired_from.split())[:200]}]" if e.repaired_from else ""
             if e.status != "correct":
                 why = " ".join(e.feedback.split())[:240] if e.feedback else ""
-                lines.append(f"- {e.change}: {e.status} (node {e.child})" + (f": {why}" if why else ""))
+                lines.append(f"- {e.change}: {e.status} (node {e.child})" + (f": {why}" if why else "") + before)
                 continue
             verdict = "helped" if e.delta > 0.01 else "hurt (slower than its parent)" if e.delta < -0.01 \
                 else "no change"
             fixed = self.resolved(e)
             lines.append(f"- {e.change}: {verdict} ({2 ** e.delta:.2f}x vs its parent, node {e.child})"
-                         + (f"; resolved {', '.join(fixed)}" if fixed else ""))
+                         + (f"; resolved {', '.join(fixed)}" if fixed else "") + before)
         return "\n".join(lines)

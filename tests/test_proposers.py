@@ -246,6 +246,7 @@ def test_the_command_with_an_openai_endpoint(provider: tuple[str, FakeModel], tm
     printed = capsys.readouterr().out
     assert printed.startswith("[1/3] node 0 start") and "[3/3] node 2" in printed
     assert f"proposer openai ({len(model.calls)} LLM calls" in printed and f"run directory {out}" in printed
+    assert "confirmed by a longer measurement" in printed  # the best, measured again: its figure is printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluations"] == 3 and summary["proposer"] == "openai" and summary["llm_calls"] == len(model.calls)
     assert (out / "report.html").is_file() and (out / "best.py").is_file()

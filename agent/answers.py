@@ -28,8 +28,8 @@ def _failure_status(ev: dict[str, Any]) -> str:
     first: an ``invalid`` or ``incorrect`` verdict is a failure whatever the status and the speedup."""
     if ev.get("status") == "invalid" or ev.get("verdict") == "invalid" or _invalid_flags(ev):
         return "invalid"
-    if ev.get("status") in ("crashed", "timeout"):
-        return "crashed"
+    if ev.get("status") in ("crashed", "timeout", "harness-error", "too-large"):
+        return "crashed"  # not ranked; the feedback says when the harness, not the candidate, failed
     if ev.get("status") == "error":  # it did not build or import (repairable), or raised while running
         return "compile-error" if _BUILD_ERROR.search(ev.get("error") or "") else "crashed"
     return "incorrect"
@@ -63,6 +63,9 @@ def feedback_of(ev: dict[str, Any], status: str, speedup: dict[str, Any] | None)
     if status == "incorrect":
         corr = ev.get("correctness") or {}
         return ("INCORRECT: " + (_mismatch(corr) if corr else (ev.get("error") or "outputs differ")))[:900]
+    if ev.get("status") in ("harness-error", "too-large"):
+        why = ev.get("error") or ""
+        return (f"NOT JUDGED ({ev.get('status')}: the evaluation itself failed, not this candidate): {why}")[:900]
     if status in ("compile-error", "crashed"):
         head = "DID NOT BUILD/IMPORT" if status == "compile-error" else f"CRASHED ({ev.get('status')})"
         tail = ev.get("error") or ev.get("stderr_tail") or ev.get("traceback") or ""

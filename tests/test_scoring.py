@@ -396,3 +396,15 @@ def test_the_tree_and_summary_are_written_after_every_evaluation(tmp_path: Path,
 
     anyio.run(lambda: optimize(cfg, connect=connect, on_step=on_step))
     assert written == [1, 2, 3, 4]
+
+
+def test_a_harness_failure_is_not_ranked_and_not_blamed_on_the_candidate() -> None:
+    """`harness-error` and `too-large` answers (the evaluation failed, not the candidate) are not ranked,
+    and the feedback says so instead of calling the candidate incorrect."""
+    for status, error in (("harness-error", "RuntimeError in the comparison"),
+                          ("too-large", "needs 90.0 GiB, 79.1 GiB free")):
+        o = outcome_from_run({"mode": "eval", "eval": {"status": status, "verdict": "inconclusive",
+                                                       "error": error, "flags": []}}, None)
+        assert o.status == "crashed" and reward(o) < reward(Outcome("correct", speedup=0.5))
+        assert o.feedback.startswith(f"NOT JUDGED ({status}") and error in o.feedback
+        assert "INCORRECT" not in o.feedback

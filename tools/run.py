@@ -20,7 +20,6 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from kernelscope.models import (
 )
 from kernelscope.models.requests import EvalRequest, ProgramRequest
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
-from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
+from kernelscope.sandbox.gpu import GpuPool, Lease, WaitCallback, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.pool import LocalPool, Runner, build_cache, current_pool, worker_dir
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
@@ -51,7 +50,6 @@ log = logging.getLogger("kernelscope.tools.run")
 # install must hand its children the path it was imported from.
 HARNESS = ("-s", "-m", "kernelscope.harness")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(kernelscope.__file__)))
-WaitCallback = Callable[[int, float], None]
 
 
 def harness_argv(config: Path, result: Path) -> list[str]:

@@ -1,5 +1,5 @@
-"""The ``kernelscope`` command: ``serve`` (the MCP server), ``doctor`` (the capability report) and ``optimize``
-(the reference agent)."""
+"""The ``kernelscope`` command: ``serve`` (the MCP server), ``doctor`` (the capability report), ``optimize``
+(the reference agent) and ``bench`` (the agent over a suite of problems)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import uvicorn
 
 from kernelscope._version import __version__
+from kernelscope.agent.bench import config_from_args as bench_config
+from kernelscope.agent.bench import run_cli as bench_cli
 from kernelscope.agent.optimize import run_cli
 from kernelscope.config import ensure_dirs, set_settings, settings_from_env
 from kernelscope.errors import KernelscopeError
@@ -111,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         "optimize", help="tree search over candidate kernels, through the MCP tools",
         description="Optimize a problem: a directory with reference.py and a starting candidate (candidate.py, "
                     "else naive.py), or a reference module and an optional candidate."))
+    _bench_parser(sub.add_parser(
+        "bench", help="the optimize agent over a suite: a KernelBench checkout or a folder of problems",
+        description="Run `optimize` on every selected problem (one run directory each, resumable) and write the "
+                    "suite's table: correctness, fast_p, geomean speedups over eager PyTorch and torch.compile, "
+                    "tokens and cost (docs/bench.md)."))
     return p
 
 
@@ -189,6 +196,45 @@ def _optimize_parser(o: argparse.ArgumentParser) -> None:
     o.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
                    help="the live panel (default: when stdout is a terminal)")
     o.set_defaults(fn=cmd_optimize)
+
+
+def _bench_parser(b: argparse.ArgumentParser) -> None:
+    b.add_argument("source", help="a KernelBench checkout (KernelBench/levelN/NN_Name.py), or a folder of problem "
+                                  "modules / problem directories")
+    b.add_argument("--level", action="append", metavar="N", help="KernelBench level(s): 1, 2, 3 (repeatable or "
+                                                                   "comma-separated; default all)")
+    b.add_argument("--problems", metavar="IDS", help="problem ids or ranges, e.g. 1-10,19 (default all)")
+    b.add_argument("--candidates", metavar="DIR", help="starting candidates named like the problems "
+                                                        "(DIR/levelN/NN_Name.py or DIR/NN_Name.py)")
+    b.add_argument("--out", required=True, help="suite directory (reused to resume)")
+    b.add_argument("--jobs", type=_positive, help="problems at once (default: one per GPU worker of the pool)")
+    b.add_argument("--parallel", type=_positive, help="evaluations in flight per problem (default: the pool's "
+                                                      "GPU workers shared among the jobs)")
+    b.add_argument("--budget", type=_positive, default=10, help="evaluations per problem")
+    b.add_argument("--time", type=float, metavar="SECONDS", help="wall-clock budget per problem")
+    b.add_argument("--cost", type=float, metavar="USD", help="estimated model dollars per problem")
+    b.add_argument("--compile-baseline", choices=["auto", "always", "never"], default="auto",
+                   help="time the reference under torch.compile beside the best (auto: not with --device cpu)")
+    b.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"])
+    b.add_argument("--seed", type=int)
+    b.add_argument("--server", help="URL of a running server, or a command starting one over stdio")
+    b.add_argument("--device", choices=["auto", "cuda", "cpu"])
+    b.add_argument("--timing-budget", type=float, default=0.5, help="seconds of timed runs per evaluation")
+    b.add_argument("--trials", type=int)
+    b.add_argument("--tolerance", choices=["strict", "default", "kernelbench"], default="kernelbench")
+    b.add_argument("--proposer", choices=["auto", "offline", "anthropic", "openai"])
+    b.add_argument("--model")
+    b.add_argument("--analyze", choices=["auto", "always", "never"])
+    b.add_argument("--analyze-max", type=int)
+    b.set_defaults(fn=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        return bench_cli(bench_config(args))
+    except ValueError as e:  # no such folder, level or ids; bad settings
+        print(f"kernelscope bench: {e}", file=sys.stderr)
+        return 2
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:

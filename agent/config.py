@@ -57,6 +57,8 @@ class OptimizeConfig(BaseModel):
                                                   "budget per side (None: 4x timing_budget_s, at least 1 s).")
     llm_retries: int = Field(4, ge=0, le=20, description="Retries of a model error (rate limit, timeout, 5xx, "
                                                           "unparsable reply) before that proposal fails.")
+    max_cost_usd: float | None = Field(None, gt=0, le=1e6, description="Stop the search once the model calls' "
+                                       "estimated cost reaches this (USD, from the model's list price).")
     llm_backoff_s: float = Field(2.0, ge=0, le=600, description="First backoff before a retry (doubling; a "
                                                                 "Retry-After header wins), at most 60 s.")
 
@@ -69,7 +71,7 @@ class OptimizeSummary(BaseModel):
     start_speedup: float | None
     best_status: str
     history: list[float] = Field(description="Best log2 speedup after each evaluation.")
-    stopped: str = Field("budget", description="Why the search ended: budget, time, exhausted, interrupted, or "
+    stopped: str = Field("budget", description="Why the search ended: budget, time, cost, exhausted, interrupted, or "
                                                "running (a checkpoint written while it runs).")
     search_speedup: float | None = Field(None, description="The best's speedup as the search measured it.")
     best_ci: list[float] | None = Field(None, description="95% CI of best_speedup (the confirmation's, when made).")

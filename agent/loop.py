@@ -240,10 +240,21 @@ class OptimizeLoop:
     def search(self, deadline: float | None) -> SearchState:
         """The whole search (blocking: run it on a worker thread)."""
         energy = self.cfg.objective == "energy"
-        return run_search(make_strategy(self.cfg), self.proposer.expander, self.evaluate, self.proposer.start,
-                          budget=self.cfg.budget, on_step=self.step, deadline=deadline,
-                          energy_weight=self.cfg.energy_weight if energy else 0.0, parallel=self.state.parallel,
-                          stop=lambda: self.stopping)
+        st = run_search(make_strategy(self.cfg), self.proposer.expander, self.evaluate, self.proposer.start,
+                        budget=self.cfg.budget, on_step=self.step, deadline=deadline,
+                        energy_weight=self.cfg.energy_weight if energy else 0.0, parallel=self.state.parallel,
+                        stop=lambda: self.stopping or self.over_cost())
+        if st.stopped == "interrupted" and not self.stopping and self.over_cost():
+            st.stopped = "cost"
+        return st
+
+    def over_cost(self) -> bool:
+        """Whether the model calls' estimated cost has reached ``max_cost_usd`` (the search then stops)."""
+        if self.cfg.max_cost_usd is None or self.proposer.offline:
+            return False
+        tokens = dict(getattr(self.proposer.expander, "tokens", {}))
+        cost = llm_cost_usd(model_name(self.cfg, self.proposer.name), tokens)
+        return cost is not None and cost >= self.cfg.max_cost_usd
 
     async def run(self, deadline: float | None) -> SearchState:
         await self.configure()

@@ -267,3 +267,18 @@ def test_kernelbench_sweep_on_cpu_resumes(tmp_path: Path) -> None:
     assert "2 problems: 2 judged correct, 0 harness errors, 0 out of memory, 0 too large" in first.stdout
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert len(jsonl.read_text().splitlines()) == 2 and "level1/19_ReLU" in second.stdout
+
+
+def test_the_kernelbench_example_candidates_declare_knobs() -> None:
+    """examples/kernelbench: knob-annotated starting candidates for the offline proposer, found by name."""
+    import ast
+
+    from kernelscope.agent.search.knobs import apply_knobs, default_config, parse_knobs
+
+    cands = REPO / "examples" / "kernelbench"
+    found = find_problems(FIX, [1], "19", candidates=cands)
+    assert found[0].candidate == cands / "level1" / "19_ReLU.py"
+    for path in sorted((cands / "level1").glob("*.py")):
+        knobs = parse_knobs(path.read_text())
+        assert {k.name for k in knobs} == {"THREADS", "VEC", "ITEMS", "BLOCKS_PER_SM"}, path.name
+        ast.parse(apply_knobs(path.read_text(), default_config(knobs)))

@@ -170,6 +170,8 @@ def _optimize_parser(o: argparse.ArgumentParser) -> None:
     o.add_argument("--budget", type=int, default=20, help="evaluations, the starting candidate included")
     o.add_argument("--time", type=float, metavar="SECONDS", help="wall-clock budget (the search stops after the "
                                                                  "evaluation under way)")
+    o.add_argument("--cost", type=float, metavar="USD", help="stop once the model calls' estimated cost reaches "
+                                                              "this (list price, or KERNELSCOPE_LLM_PRICE)")
     o.add_argument("--strategy", choices=["mcts", "greedy", "beam", "random"], default="mcts")
     o.add_argument("--parallel", type=_positive, metavar="N",
                    help="evaluations in flight at once (several tree nodes expanded per round, with virtual loss); "

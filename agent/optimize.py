@@ -38,7 +38,8 @@ def config_from_args(args: Any) -> OptimizeConfig:
                           server=args.server, device=args.device,
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
-                          objective=args.objective, tolerance=args.tolerance)
+                          objective=args.objective, tolerance=args.tolerance,
+                          max_cost_usd=getattr(args, "cost", None))
 
 
 def summary_text(summary: OptimizeSummary) -> str:

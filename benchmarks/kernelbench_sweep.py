@@ -3,7 +3,7 @@ at KernelBench's sizes (no harness errors, no out-of-memory answers; what truly 
 numbers)?
 
     python benchmarks/kernelbench_sweep.py KERNELBENCH [--level 1 --level 2] [--problems 1-10] \
-        [--device cuda|cpu] [--out sweep.jsonl]
+        [--device cuda|cpu] [--out sweep.jsonl] [--stop-after SECONDS]
 
 KERNELBENCH is a checkout of ScalingIntelligence/KernelBench (pinned: commit 0d12226, the one whose
 tolerances the `kernelbench` policy follows; benchmarks/pack_kernelbench.sh packs it for the GPU machine),
@@ -146,6 +146,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--timing-budget", type=float, default=0.5)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per problem")
+    ap.add_argument("--stop-after", type=float, metavar="SECONDS", help="start no new problem after this long "
+                                                                         "(a rerun goes on from there)")
     args = ap.parse_args()
     from kernelscope.agent.kernelbench import find_problems
 
@@ -155,22 +157,26 @@ def main() -> None:
     use_private_store([source, tmp])
     out = Path(args.out)
     done = load_done(out)
+    t0 = time.monotonic()
     for prob in problems:
         if prob.key in done:
             continue
+        if args.stop_after is not None and time.monotonic() - t0 > args.stop_after:
+            break
         rec = sweep_one(prob, tmp, args)
         done[prob.key] = rec
         with out.open("a") as f:
             f.write(json.dumps(rec) + "\n")
         print(f"{rec['key']}: {rec['outcome']} ({rec['status']}, {rec['verdict']}) {rec['wall_s']} s "
               f"peak {rec['peak_gpu_mib']} MiB", file=sys.stderr, flush=True)
-    rows = [done[p.key] for p in problems]
+    rows = [done[p.key] for p in problems if p.key in done]
     print(f"\nKernelBench references as their own candidates ({device_line()}, {args.device}):")
     print(table(["problem", "outcome", "status", "verdict", "speed", "wall s", "peak GPU MiB", "flags"],
                 [[r["key"], r["outcome"], r["status"], r["verdict"], r["speed_verdict"] or "-", r["wall_s"],
                   r["peak_gpu_mib"] if r["peak_gpu_mib"] is not None else "-", ",".join(r["flags"]) or "-"]
                  for r in rows]))
-    print("\n" + summary_line(rows))
+    print("\n" + summary_line(rows) + (f" ({len(problems) - len(rows)} of {len(problems)} not swept yet: rerun "
+                                         "to go on)" if len(rows) < len(problems) else ""))
 
 
 if __name__ == "__main__":

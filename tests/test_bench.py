@@ -282,3 +282,17 @@ def test_the_kernelbench_example_candidates_declare_knobs() -> None:
         knobs = parse_knobs(path.read_text())
         assert {k.name for k in knobs} == {"THREADS", "VEC", "ITEMS", "BLOCKS_PER_SM"}, path.name
         ast.parse(apply_knobs(path.read_text(), default_config(knobs)))
+
+
+def test_a_problem_that_cannot_start_fails_alone(tmp_path: Path) -> None:
+    """The offline proposer on a problem without a knob-annotated candidate: that problem is `failed` with
+    the reason, counts as not correct, and runs again on a rerun (it has no finished bench.json)."""
+    pytest.importorskip("torch")
+    cfg = BenchConfig(source=FIX, levels=[2], problems="40", out=tmp_path / "suite", budget=2,
+                      compile_baseline="never", options={"proposer": "offline", "device": "cpu"})
+    s = anyio.run(lambda: bench(cfg))
+    [r] = s.results
+    assert r.status == "failed" and not r.correct and "knob-annotated candidate" in (r.note or "")
+    assert s.correctness_rate == 0.0 and s.fast_p["0"] == 0.0
+    saved = json.loads((tmp_path / "suite" / "level2" / "40_Matmul_Scaling_ResidualAdd" / "bench.json").read_text())
+    assert saved["status"] == "failed"

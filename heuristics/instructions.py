@@ -144,7 +144,7 @@ def _no_tensor_cores(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """FFMA-dominated code without any MMA: matmul-like work left on the CUDA cores."""
     ffma = k.opcodes.get("FFMA", 0)
     share = _pct(ffma, k.instructions)
-    if k.uses_tensor_cores or ffma <= run.th["min_ffma"] or share <= run.th["min_ffma_pct"]:
+    if k.uses_tensor_cores or ffma < run.th["min_ffma"] or share < run.th["min_ffma_pct"]:
         return
     tiled = k.opcodes.get("LDS", 0) > 0
     severity: Severity = "warning" if tiled else "info"

@@ -61,7 +61,7 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         value, metric, threshold = round(pct, 1), "excessive_global_sectors_pct", run.th["warning_excess_pct"]
         sev = "high" if pct >= run.th["high_excess_pct"] else "warning"
         what = f"{pct:.0f}% of the {total:,.0f} L2 sectors its global accesses move are excess"
-    elif spr is not None and spr > run.th["sectors_per_request"]:
+    elif spr is not None and spr >= run.th["sectors_per_request"]:
         value, metric, threshold = spr, "global_load_sectors_per_request", run.th["sectors_per_request"]
         sev = "high" if spr >= 16 else "warning"
         what = f"each warp-wide global load touches {spr:.1f} sectors (4 for coalesced 32-bit loads)"

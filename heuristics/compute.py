@@ -25,7 +25,7 @@ GLOBAL_LD = "smsp__sass_inst_executed_op_global_ld.sum"
       thresholds={"min_fma_pipe_pct": 30.0, "max_tensor_pipe_pct": 1.0, "min_ffma_share_pct": 25.0,
                   "max_ffma_per_shared_load": 64.0, "max_ffma_per_global_load": 4.0},
       metrics=(FMA_PIPE, TENSOR_PIPE, FFMA, THREAD_INST, SHARED_LD, GLOBAL_LD),
-      supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',))
+      supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',), explains=("compute.issue-bound",))
 def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
     fma, tensor, ffma, total = k.num(FMA_PIPE), k.num(TENSOR_PIPE), k.num(FFMA), k.num(THREAD_INST)
     if fma is None or tensor is None or ffma is None or not total:
@@ -73,7 +73,8 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 @rule("compute.fp64-pipe", family="compute", scope="ncu",
       description="The FP64 pipe is busy in a kernel (often from unintended double-precision promotions).",
-      thresholds={"min_fp64_pipe_pct": 10.0}, metrics=(FP64_PIPE,), supersedes=("sass.fp64-in-kernel",))
+      thresholds={"min_fp64_pipe_pct": 10.0}, metrics=(FP64_PIPE,), supersedes=("sass.fp64-in-kernel",),
+      explains=("compute.special-functions", "sass.mufu-heavy"))  # F2F conversions of float<->double promotions
 def _fp64(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(FP64_PIPE)
     if v is None or v < run.th["min_fp64_pipe_pct"]:

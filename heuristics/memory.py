@@ -50,7 +50,8 @@ def stall_share(k: KernelProfile, reason: str) -> tuple[float | None, float]:
 
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
-      thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0})
+      thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0},
+      explains=("memory.dram-saturated",))  # the wasted sectors are what fills the memory system
 def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
     excess, total = k.num(EXCESS), k.num(TOTAL)
     spr = k.global_load_sectors_per_request
@@ -179,7 +180,7 @@ LOCAL_BY_LINE = (("memory_l2_theoretical_sectors_local", "sectors", "the line th
       description="Local memory (register spills, stack arrays) makes up a real share of the memory traffic.",
       thresholds={"warning_pct": 5.0, "high_pct": 25.0},
       metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"),
-      context=('ptxas',))
+      context=('ptxas',), explains=("memory.dram-saturated",))
 def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
     local, glob = _sum(k, LOCAL), _sum(k, GLOBAL)
     if not local:
@@ -364,7 +365,7 @@ def _cache(k: KernelProfile, run: Run) -> Iterable[Finding]:
       description="L2 misses most requests although the kernel asks for more data than it fetches from DRAM.",
       thresholds={"max_l2_hit_pct": 35.0, "min_dram_pct": 30.0},
       metrics=("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sector_hit_rate.pct",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed"), explains=("memory.dram-saturated",))
 def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
     l2, req = k.l2_hit_rate_pct, k.num("lts__t_sectors_srcunit_tex_op_read.sum")
     dram, dram_pct = k.dram_bytes_read, k.num("dram__throughput.avg.pct_of_peak_sustained_elapsed")

@@ -57,6 +57,9 @@ TRACE_AFTER_LAUNCHES = 16  # a measuring run that saw this many launches calls t
 
 # ------------------------------------------------------------------------------------------ stage 2
 STAGE2_ALWAYS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
+# opportunities whatever the class: a product on FMAs that tensor cores would run (tensor), global accesses
+# narrower than a vector (memory); their metrics are collected for every class (no further sections)
+OPPORTUNITY_FAMILIES = ["tensor", "memory"]
 # the class decides the deep sections and which rule families' metrics are collected
 STAGE2: dict[str, tuple[list[str], list[str]]] = {
     "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
@@ -91,7 +94,7 @@ def stage2_plan(classes: list[str]) -> StagePlan:
     for c in classes:
         secs, fams = STAGE2.get(c, STAGE2["mixed"])
         sections += [x for x in secs if x not in sections]
-        families += [x for x in fams if x not in families]
+        families += [x for x in [*fams, *OPPORTUNITY_FAMILIES] if x not in families]
     metrics: list[str] = []
     for r in REGISTRY.values():
         if r.scope == "ncu" and r.family in families:
@@ -173,6 +176,16 @@ def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
                                            0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
 
 
+def measured_out(k: KernelProfile) -> set[str]:
+    """Static (SASS, ptxas) rules whose claim a profile rule measured on this kernel: the profile rule supersedes
+    them and every metric it reads was captured, so its finding, or its silence, is the answer."""
+    out: set[str] = set()
+    for r in REGISTRY.values():
+        if r.scope == "ncu" and r.supersedes and r.metrics and all(k.num(m) is not None for m in r.metrics):
+            out |= {s for s in r.supersedes if REGISTRY[s].scope in ("sass", "ptxas")}
+    return out
+
+
 def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | None = None,
                      overrides: Overrides | None = None,
                      extra: dict[str, list[Finding]] | None = None) -> list[KernelDiagnosis]:
@@ -182,7 +195,8 @@ def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | 
     for k in kernels:
         found = run_rules("ncu", k, overrides=overrides, context=context)
         bottleneck = classify(k)
-        found = rank_for_class(merge(found + (extra or {}).get(k.mangled_name, [])), bottleneck.cls)
+        static = [f for f in (extra or {}).get(k.mangled_name, []) if f.rule not in measured_out(k)]
+        found = rank_for_class(merge(found + static), bottleneck.cls)
         out.append(KernelDiagnosis(
             id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
             block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,

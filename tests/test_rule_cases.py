@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kernelscope.heuristics import REGISTRY, SCOPES
+from kernelscope.heuristics.pipeline import merge_profiles
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.summary import summarize
 from kernelscope.measure.timeline import load_cupti
@@ -128,8 +129,10 @@ FIRES: dict[str, Case] = {
                              note="P02 transpose_conflicted with its L2 read sectors doubled and an L2 hit rate of "
                                   "30% (recorded: 51%): data read twice from L2 but fetched once from DRAM"),
     # ncu: compute, control, latency
-    "compute.tensor-cores-unused": Case(lambda: ncu("07", "ffma_matmul"), "ffma_matmul",
-                                        context=lambda: {"sass": _sass("07")}),
+    "compute.tensor-cores-unused": Case(lambda: merge_profiles(ncu("07", "ffma_matmul", "light"),
+                                                               ncu("07", "ffma_matmul")), "ffma_matmul",
+                                        context=lambda: {"sass": _sass("07")},
+                                        note="P07 ffma_matmul's light and deep reports merged, as analyze does"),
     "compute.fp64-pipe": Case(lambda: with_metrics(ncu("three", "fma_heavy"), **{FP64_PIPE: 45.0}), "fma_heavy",
                               note="three-kernels fma_heavy with the FP64 pipe at 45% (not captured in the report)"),
     "compute.special-functions": Case(lambda: with_metrics(ncu("three", "copy_strided"), **{XU_PIPE: 55.0}),

@@ -19,15 +19,41 @@ def is_toolkit_header(path: str) -> bool:
     return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
 
 
+def has_code(s: SourceLineCounters) -> bool:
+    """Whether a line holds code: one whose text (where known) is only braces and punctuation holds the
+    instructions the compiler places there (the exit at a closing brace, where warps wait for their stores to
+    drain; a loop's back branch), which carry no cost of their own."""
+    return s.code is None or any(c.isalnum() for c in s.code)
+
+
 def hottest_source(k: KernelProfile, *counters: str) -> SourceLineCounters | None:
     """The source line with the most of these per-line counters (summed), or None when no line has any; lines
-    of the user's files win over toolkit headers whenever one of them has any."""
+    of the user's files win over toolkit headers whenever one of them has any, and lines of code over lines of
+    braces."""
     def score(s: object) -> float:
         return sum(s.counters.get(c, 0.0) for c in counters)  # type: ignore[attr-defined]
 
     own = [s for s in k.source_lines if not is_toolkit_header(s.file) and score(s) > 0]
-    best = max(own or k.source_lines, key=score, default=None)
+    coded = [s for s in own if has_code(s)]
+    best = max(coded or own or k.source_lines, key=score, default=None)
     return best if best is not None and score(best) > 0 else None
+
+
+# Where a per-line counter lands: a throttle stall on the instruction whose queue is full, which is the one that
+# carries the cost; a scoreboard stall on the instruction that consumes a load's result (often the next line);
+# a drain stall on the kernel's exit (its closing brace). Memory traffic counts on the memory instruction itself.
+GLOBAL_TRAFFIC = ("memory_l2_theoretical_sectors_global", "memory_l1_tag_requests_global")
+
+
+def cost_line(k: KernelProfile, *tiers: tuple[str, ...]) -> str | None:
+    """The line of the instruction that carries a cost: the hottest line by the first group of counters that any
+    line has (most direct first), so a line is never placed by a counter that lands on another instruction while
+    one that lands on the costly instruction itself was measured."""
+    for counters in tiers:
+        best = hottest_source(k, *counters)
+        if best is not None:
+            return best.label
+    return None
 
 
 def hottest_line(k: KernelProfile, *counters: str) -> str | None:
@@ -257,8 +283,10 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
-    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar",
-                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard", "smsp__pcsamp_warps_issue_stalled_drain")
+    # the atomic itself: where its queue throttles, else where it moves global memory; never the exit's drain or
+    # the consumer of its result, which sit on later lines
+    line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar"),
+                     GLOBAL_TRAFFIC)
     yield run.finding(
         kernel=k.name, line=line,
         severity="high" if imbalance >= 2 * run.th["slice_imbalance"] else "warning", impact=0.8,
@@ -310,8 +338,8 @@ def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if sass is not None:
         ev.append(Evidence(metric="global_loads_by_width_bits", value=", ".join(
             f"{w}: {n}" for w, n in sorted(sass.memory.loads_by_width.items())), source="sass", kernel=k.name))
-    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle",
-                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
+    line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle",), GLOBAL_TRAFFIC,
+                     ("smsp__pcsamp_warps_issue_stalled_long_scoreboard",))
     yield run.finding(
         kernel=k.name, line=line, severity="warning",
         impact=0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.memory import hottest_line, stall_share
+from kernelscope.heuristics.memory import GLOBAL_TRAFFIC, cost_line, hottest_line, stall_share
 from kernelscope.heuristics.registry import Run, add_explains, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
 
@@ -120,7 +120,9 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     mem = k.memory_throughput_pct
     saturated = (reason in ("long_scoreboard", "lg_throttle") and mem is not None
                  and mem >= run.th["saturated_memory_pct"])
-    line = hottest_line(k, f"smsp__pcsamp_warps_issue_stalled_{reason}")
+    sampled = (f"smsp__pcsamp_warps_issue_stalled_{reason}",)
+    # drain samples sit on the exit: the stores it waits for are the lines that move global memory
+    line = cost_line(k, GLOBAL_TRAFFIC, sampled) if reason == "drain" else cost_line(k, sampled)
     yield run.finding(
         severity="info" if saturated else "warning" if share < 70 else "high",
         kernel=k.name, line=line, impact=round(share / 100, 3), title=f"Dominant stall: {reason.replace('_', ' ')}",

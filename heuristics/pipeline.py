@@ -136,6 +136,43 @@ def group_launches(profile: Profile, totals: Totals | None = None) -> Groups:
     return sorted(groups.items(), key=lambda kv: -total_ns(kv[0], kv[1], totals))
 
 
+MIN_DIAGNOSED = 3  # by default at least this many kernels are diagnosed (the longest), however small their share
+MAX_DIAGNOSED = 20  # and at most this many
+
+
+def time_shares(groups: Groups, totals: Totals | None) -> dict[str, float]:
+    """Each kernel's share (%) of the summed GPU time of all kernels."""
+    times = {n: total_ns(n, ks, totals) for n, ks in groups}
+    whole = sum(times.values())
+    return {n: 100.0 * t / whole if whole else 0.0 for n, t in times.items()}
+
+
+def top_groups(groups: Groups, totals: Totals | None, deep_kernels: int | None = None,
+               min_share_pct: float = 5.0) -> Groups:
+    """The kernels diagnosed in depth: the ``deep_kernels`` longest (by total time) where given, else every kernel
+    taking at least ``min_share_pct`` of the GPU time, at least the MIN_DIAGNOSED longest, at most MAX_DIAGNOSED."""
+    if deep_kernels is not None:
+        return groups[:deep_kernels]
+    shares = time_shares(groups, totals)
+    significant = sum(1 for n, _ in groups if shares[n] >= min_share_pct)
+    return groups[:min(MAX_DIAGNOSED, max(MIN_DIAGNOSED, significant))]
+
+
+def coverage_note(groups: Groups, top: Groups, totals: Totals | None, min_share_pct: float = 5.0) -> str | None:
+    """What the answer says when a kernel taking at least ``min_share_pct`` of the GPU time was not diagnosed:
+    which kernels, their shares, and how to ask for them; None when every such kernel was."""
+    shares = time_shares(groups, totals)
+    done = {n for n, _ in top}
+    missed = [(ks[0].name, shares[n]) for n, ks in groups if n not in done and shares[n] >= min_share_pct]
+    if not missed:
+        return None
+    listed = ", ".join(f"{name} ({pct:.0f}%)" for name, pct in missed[:10])
+    return (f"{len(missed)} kernel(s) taking {min_share_pct:g}% or more of the GPU time each were not diagnosed, "
+            f"only listed under other_kernels: {listed}. They fell past deep_kernels={len(top)}: leave deep_kernels "
+            f"unset (every kernel over min_time_share_pct, up to {MAX_DIAGNOSED}), raise it, or pick them with "
+            "kernel_regex.")
+
+
 def classes_of(top: Groups) -> dict[str, str]:
     """The bottleneck class of each top kernel (of its longest launch), by mangled name."""
     return {name: classify(longest(ks)).cls for name, ks in top}
@@ -221,16 +258,17 @@ def _evidence_findings(names: set[str], sass: list[KernelSassStats], ptxas: list
     return extra
 
 
-def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
+def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int | None = None,
+                    min_share_pct: float = 5.0,
                     sass: list[KernelSassStats] | None = None, ptxas: list[KernelResources] | None = None,
                     overrides: Overrides | None = None,
                     totals: Totals | None = None) -> tuple[list[KernelDiagnosis], Groups]:
     """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
     and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
-    Returns the diagnoses and the launch groups (by total time)."""
+    The kernels diagnosed are :func:`top_groups`'. Returns the diagnoses and the launch groups (by total time)."""
     load_all()
     groups = group_launches(light, totals)
-    top = groups[:deep_kernels]
+    top = top_groups(groups, totals, deep_kernels, min_share_pct)
     deep_by: dict[str, KernelProfile] = {}
     for k in deep.kernels if deep is not None else []:
         deep_by.setdefault(k.mangled_name, k)
@@ -246,10 +284,12 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
     return diags, groups
 
 
-def other_kernels(groups: Groups, deep_kernels: int, totals: Totals | None, limit: int = 20) -> list[str]:
-    """The kernels past the top ones, as the answer lists them: name, launches and total time."""
-    return [f"{ks[0].name} ({launch_count(n, ks, totals)} launches, {total_ns(n, ks, totals) / 1e3:.1f} us)"
-            for n, ks in groups[deep_kernels:][:limit]]
+def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:
+    """The kernels past the ``diagnosed`` top ones, as the answer lists them: name, launches, total time and share
+    of the GPU time."""
+    shares = time_shares(groups, totals)
+    return [f"{ks[0].name} ({launch_count(n, ks, totals)} launches, {total_ns(n, ks, totals) / 1e3:.1f} us, "
+            f"{shares[n]:.1f}% of GPU time)" for n, ks in groups[diagnosed:][:limit]]
 
 
 def system_findings(summary: TraceSummary, facts: Any, overrides: Overrides | None = None) -> list[Finding]:

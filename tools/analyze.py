@@ -40,10 +40,12 @@ from kernelscope.heuristics.pipeline import (
     StagePlan,
     Totals,
     classes_of,
+    coverage_note,
     diagnose_stages,
     group_launches,
     other_kernels,
     stage2_plan,
+    top_groups,
     trace_totals,
 )
 from kernelscope.measure.capture import (
@@ -260,12 +262,15 @@ def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profi
     t0 = time.monotonic()
     sass, ptxas = a.static_evidence()
     diags, groups = diagnose_stages(light, deep, deep_kernels=a.req.deep_kernels, sass=sass, ptxas=ptxas,
-                                    overrides=a.req.overrides, totals=totals)
+                                    overrides=a.req.overrides, totals=totals, min_share_pct=a.req.min_time_share_pct)
     a.stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))
     result.kernels = diags
     result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
     result.launches_profiled = len(light.kernels)
-    result.other_kernels = other_kernels(groups, a.req.deep_kernels, totals)
+    result.other_kernels = other_kernels(groups, len(diags), totals)
+    missed = coverage_note(groups, groups[:len(diags)], totals, a.req.min_time_share_pct)
+    if missed:
+        result.notes.append(missed)
     result.stages = a.stages
     result.wall_s = round(time.monotonic() - a.t_all, 3)
     return result
@@ -281,9 +286,9 @@ class Classified:
     classes: dict[str, str]
 
     @classmethod
-    def of(cls, light: Profile, totals: Totals | None, deep_kernels: int) -> Classified:
+    def of(cls, light: Profile, totals: Totals | None, req: AnalyzeRequest) -> Classified:
         groups = group_launches(light, totals)
-        top = groups[:deep_kernels]
+        top = top_groups(groups, totals, req.deep_kernels, req.min_time_share_pct)
         return cls(totals, groups, top, classes_of(top))
 
     def labels(self) -> list[str]:
@@ -318,7 +323,7 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     _trace_after(a, got.launches_seen or 0)
     _attach_trace(result, a)
     totals = trace_totals(a.traced.summary if a.traced else None) or collector_totals(got, light_p)
-    seen = Classified.of(light_p, totals, a.req.deep_kernels)
+    seen = Classified.of(light_p, totals, a.req)
     light.kernels = seen.labels()
     plan = stage2_plan(sorted(set(seen.classes.values())))
     deep.rule_families, deep.kernels = plan.families, [ks[0].name for _, ks in seen.top]
@@ -393,7 +398,7 @@ def _ncu_light(a: Analysis, opts: NcuOptions) -> NcuLight:
         return NcuLight(result, light)
     p1 = load_profile(rep1, top_lines=0)
     result.report_ids = [store_report(rep1, target=a.prep.display, stage="light")]
-    seen = Classified.of(p1, trace_totals(a.traced.summary if a.traced else None), a.req.deep_kernels)
+    seen = Classified.of(p1, trace_totals(a.traced.summary if a.traced else None), a.req)
     light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
     light.kernels = seen.labels()
     if _trace_after(a, len(p1.kernels)):

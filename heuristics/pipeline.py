@@ -14,7 +14,9 @@ wiring in :mod:`kernelscope.tools.analyze`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any, NamedTuple
 
 from kernelscope.heuristics import REGISTRY, load_all, merge, run_rules
@@ -192,6 +194,28 @@ def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelPr
     metrics.update({k: v for k, v in deep.metrics.items() if v.value is not None or k not in metrics})
     data["metrics"] = metrics
     return KernelProfile.model_validate(data)
+
+
+# ------------------------------------------------------------------------------------------ source files
+_WORKSPACE_COPY = re.compile(r"^(?:.*[/\\])?workspaces[/\\]compile-[^/\\]+[/\\](?P<rel>.+)$")
+
+
+def user_file(path: str, shown: str) -> str:
+    """The file a profile names as the user knows it: the compile workspace's copy of the compiled source
+    (``.../workspaces/compile-<id>/<name>``) is the path or file name the user gave (``shown``); another file of
+    that workspace is its name there; any other path is left as it is."""
+    m = _WORKSPACE_COPY.match(path)
+    if m is None:
+        return path
+    rel = m.group("rel")
+    return shown if rel == PurePath(shown).name else rel
+
+
+def user_sources(profile: Profile, shown: str) -> Profile:
+    """``profile`` with every source line's file named as :func:`user_file` names it."""
+    kernels = [k.model_copy(update={"source_lines": [s.model_copy(update={"file": user_file(s.file, shown)})
+                                                     for s in k.source_lines]}) for k in profile.kernels]
+    return profile.model_copy(update={"kernels": kernels})
 
 
 # ------------------------------------------------------------------------------------------ rules stage

@@ -75,3 +75,25 @@ def test_a_line_of_braces_holds_no_cost_of_its_own() -> None:
     by_line = {s.line: s for s in k.source_lines if s.file.endswith("planted.cu")}
     assert by_line[BRACE].code == "}" and not has_code(by_line[BRACE])
     assert has_code(by_line[ATOMIC]) and "atomicAdd" in (by_line[ATOMIC].code or "")
+
+
+def test_findings_cite_the_users_file_not_the_workspace_copy() -> None:
+    """The recorded reports name the compile workspace's copy (``.../workspaces/compile-<id>/planted.cu``); the
+    rules stage names the file the user compiled (here as a path they gave, stated), and leaves toolkit headers as
+    they are."""
+    from kernelscope.heuristics.pipeline import diagnose_stages, user_file, user_sources
+
+    d = FIX / "planted" / CASE
+    light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
+    files = {s.file for k in deep.kernels for s in k.source_lines}
+    copy = next(f for f in files if f.endswith("planted.cu"))
+    assert "/workspaces/compile-" in copy
+    shown = "src/kernels/planted.cu"
+    assert user_file(copy, shown) == shown
+    header = next(f for f in files if f.endswith(".hpp"))
+    assert user_file(header, shown) == header
+    assert user_file(copy.replace("planted.cu", "common.cuh"), shown) == "common.cuh"
+    diags, _ = diagnose_stages(user_sources(light, shown), user_sources(deep, shown))
+    f = next(x for k in diags for x in k.findings if x.rule == "memory.atomic-contention")
+    assert f.line is not None and f.line.startswith(f"{shown}:{ATOMIC}") and "workspaces" not in f.diagnosis
+    assert all("workspaces" not in line for k in diags for line in k.hot_lines)

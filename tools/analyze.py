@@ -47,6 +47,7 @@ from kernelscope.heuristics.pipeline import (
     stage2_plan,
     top_groups,
     trace_totals,
+    user_sources,
 )
 from kernelscope.measure.capture import (
     Prepared,
@@ -161,6 +162,12 @@ def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
     return {path.name: lines, Path(art.meta.source_name or path.name).name: lines}
 
 
+def _shown_source(artifact_id: str | None) -> str | None:
+    """The source as the user named it when compiling the artifact (its path, or the inline source's file name)."""
+    art = get_store().get(artifact_id) if artifact_id else None
+    return art.meta.source_name if art is not None and art.meta.source_name else None
+
+
 # ---------------------------------------------------------------------------------------- one analysis
 @dataclass
 class Analysis:
@@ -261,6 +268,10 @@ def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profi
     and ptxas evidence, and the answer's kernels, counts and stages."""
     t0 = time.monotonic()
     sass, ptxas = a.static_evidence()
+    shown = _shown_source(a.prep.artifact_id)
+    if shown is not None:  # the user's file, not the compile workspace's copy of it
+        light = user_sources(light, shown)
+        deep = user_sources(deep, shown) if deep is not None else None
     diags, groups = diagnose_stages(light, deep, deep_kernels=a.req.deep_kernels, sass=sass, ptxas=ptxas,
                                     overrides=a.req.overrides, totals=totals, min_share_pct=a.req.min_time_share_pct)
     a.stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))

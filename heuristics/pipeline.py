@@ -308,6 +308,20 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int |
     return diags, groups
 
 
+def ncu_advice_missing(kernels: list[str]) -> str | None:
+    """What the answer says of kernels the CUPTI collector measured without Nsight Compute: its own advice (rule
+    results) is missing for them, what that advice is, and how to get it; None for no such kernel."""
+    if not kernels:
+        return None
+    names = ", ".join(kernels[:10]) + (f" and {len(kernels) - 10} more" if len(kernels) > 10 else "")
+    return (f"Nsight Compute's own advice is missing for {names}: they were measured by the CUPTI collector in the "
+            "program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no guided-analysis "
+            "rule results: its occupancy, launch, memory-access and warp-state advice with estimated speedups), and "
+            "the memory tables of its MemoryWorkloadAnalysis section are not there; kernelscope's own rules above "
+            "cover the same ground from the same metrics. Call analyze with light='ncu' to measure under Nsight "
+            "Compute and add its advice (one profiler run more).")
+
+
 def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:
     """The kernels past the ``diagnosed`` top ones, as the answer lists them: name, launches, total time and share
     of the GPU time."""

@@ -43,6 +43,7 @@ from kernelscope.heuristics.pipeline import (
     coverage_note,
     diagnose_stages,
     group_launches,
+    ncu_advice_missing,
     other_kernels,
     stage2_plan,
     top_groups,
@@ -345,7 +346,11 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     if missing:
         deep_p = _ncu_deep_for(a, result, missing, plan.sections, plan.families, plan.metrics)
     result.notes += a.notes + harness_notes(a.ws)
-    return _rules_stage(a, result, light_p, deep_p, totals, plan.families)
+    result = _rules_stage(a, result, light_p, deep_p, totals, plan.families)
+    no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None])
+    if no_advice:  # item 5 of issue 29: say what the CUPTI path lacks
+        result.notes.append(no_advice)
+    return result
 
 
 def _ncu_deep_for(a: Analysis, result: AnalyzeResult, missing: list[str], sections: list[str], families: list[str],

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from kernelscope.heuristics import REGISTRY, load_all, merge, run_rules
 from kernelscope.heuristics.classify import classify
-from kernelscope.heuristics.registry import SEVERITY_RANK
+from kernelscope.heuristics.registry import SEVERITY_RANK, explains
 from kernelscope.models import (
     Finding,
     KernelDiagnosis,
@@ -256,7 +256,9 @@ def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | 
     for k in kernels:
         found = run_rules("ncu", k, overrides=overrides, context=context)
         bottleneck = classify(k)
-        static = [f for f in (extra or {}).get(k.mangled_name, []) if f.rule not in measured_out(k)]
+        # a static finding the profile measured gives way, unless it names the cause of a measured one
+        static = [f for f in (extra or {}).get(k.mangled_name, [])
+                  if f.rule not in measured_out(k) or any(explains(f, g) for g in found)]
         found = rank_for_class(merge(found + static), bottleneck.cls)
         out.append(KernelDiagnosis(
             id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,

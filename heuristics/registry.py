@@ -243,9 +243,10 @@ def rank(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def explains(cause: Finding, symptom: Finding) -> bool:
-    """Whether ``cause``'s rule declares ``symptom`` (its rule, or its rule and topic) a symptom of its cause."""
+    """Whether ``cause``'s rule declares ``symptom`` (its rule, or its rule and topic) a symptom of its cause. Both
+    are findings on one kernel (merge's input), whose name each evidence source spells its own way."""
     r = REGISTRY.get(cause.rule)
-    if r is None or cause is symptom or cause.kernel != symptom.kernel:
+    if r is None or cause is symptom:
         return False
     return symptom.rule in r.explains or (symptom.topic is not None and f"{symptom.rule}:{symptom.topic}" in r.explains)
 

@@ -149,3 +149,20 @@ def test_tensor_core_advice_only_for_matrix_products(case: str) -> None:
         assert bool(fired) == (k.name.startswith("ffma_matmul")), (k.name, fired)
         static = REGISTRY["sass.no-tensor-cores-on-mma-like"].run(st[k.mangled_name])
         assert bool(static) == (k.name.startswith("ffma_matmul")), (k.name, static)
+
+
+def test_a_static_fp64_finding_names_the_cause_of_measured_xu_pressure() -> None:
+    """The SASS of a float kernel with a double promotion (recorded: tests/fixtures/sass/fp64_mix.cubin, F2F
+    conversions around an FP64 instruction) and a profile of the same kernel whose FP64 pipe is nearly idle but
+    whose XU pipe runs at 55% (stated: three-kernels fma_heavy's report with those two values and the cubin's kernel
+    name): the FP64 pipe rule measured its claim and is silent, yet the static FP64 finding stays, leads and carries
+    the XU finding, because the promotion's conversions are what fills the XU pipe."""
+    from kernelscope.tools.sass import sass_for_cubin_bytes
+
+    st = sass_for_cubin_bytes((FIX / "sass" / "fp64_mix.cubin").read_bytes()).kernels[0]
+    base = next(k for k in _report(FIX / "ncu" / "three-kernels.ncu-rep") if k.name.startswith("fma_heavy"))
+    k = with_metrics(base, **{FP64_PIPE: 2.0, XU_PIPE: 55.0}).model_copy(update={"mangled_name": st.mangled_name})
+    static = REGISTRY["sass.fp64-in-kernel"].run(st)
+    assert static and not REGISTRY["compute.fp64-pipe"].run(k)
+    [d] = diagnose_kernels([k], extra={st.mangled_name: static})
+    assert d.findings[0].rule == "sass.fp64-in-kernel" and "compute.special-functions" in d.findings[0].explains

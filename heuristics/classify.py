@@ -114,7 +114,7 @@ def classify(k: KernelProfile) -> Bottleneck:
                    f"{waves if waves is not None else '?'} waves per SM over {dur or 0:.0f} ns: the launch is too "
                    "small or short to fill the GPU, so launch overhead and the tail dominate", extra)
     ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
-    if theo is not None and (theo <= LOW_OCCUPANCY_PCT or (ach is not None and ach < 0.6 * theo)):
+    if theo is not None and (theo <= LOW_OCCUPANCY_PCT or (ach is not None and ach <= 0.6 * theo)):
         extra = [Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo, threshold=LOW_OCCUPANCY_PCT,
                           unit="%", source="ncu", kernel=k.name),
                  Evidence(metric="sm__warps_active.avg.pct_of_peak_sustained_active", value=ach, unit="%",

@@ -79,3 +79,26 @@ def test_a_grid_of_exactly_half_the_sms_is_a_tiny_grid() -> None:
     k = recorded("06-tiny-grid", "tiny_grid_map")
     assert _fired("launch.tiny-grid", k.model_copy(update={"grid_size": 66}))
     assert not _fired("launch.tiny-grid", k.model_copy(update={"grid_size": 67}))
+
+
+def test_uncoalesced_loads_at_exactly_eight_sectors_per_request_are_reported() -> None:
+    """P01 strided_copy without its excess-sector counts (stated: as the light stage alone gives it) and 8.0
+    sectors per request (stated; recorded: 32): the sectors-per-request threshold (8) is inclusive."""
+    k = recorded("01-strided-copy", "strided_copy")
+    metrics = {m: v for m, v in k.metrics.items() if "theoretical_sectors_global" not in m}
+    k = k.model_copy(update={"metrics": metrics, "global_load_sectors_per_request": 8.0})
+    assert _fired("memory.uncoalesced-global-access", k)
+    assert not _fired("memory.uncoalesced-global-access", k.model_copy(update={"global_load_sectors_per_request": 7.9}))
+
+
+def test_the_sass_product_rule_fires_at_its_counts() -> None:
+    """The naive_sgemm fixture's SASS (recorded: 128 FFMA, 64 LDS) with exactly 64 FFMA in 213 instructions
+    (stated: 30.0%): at both thresholds it fires."""
+    from kernelscope.tools.sass import sass_for_cubin_bytes
+
+    st = sass_for_cubin_bytes((FIX / "sass" / "naive_sgemm.cubin").read_bytes()).kernels[0]
+    edge = st.model_copy(update={"opcodes": {**st.opcodes, "FFMA": 64}, "instructions": 213})
+    assert round(100 * 64 / 213, 1) == 30.0
+    assert _fired("sass.no-tensor-cores-on-mma-like", edge)
+    assert not _fired("sass.no-tensor-cores-on-mma-like", edge.model_copy(update={"opcodes": {**st.opcodes,
+                                                                                              "FFMA": 63}}))

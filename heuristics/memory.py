@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.classify import fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
@@ -419,4 +420,54 @@ def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    expected_effect="higher L2 hit rate, less DRAM traffic"),
                Fix(action="Pin the hot buffer in L2 with an access policy window (cudaStreamSetAttribute, "
                           "cudaAccessPropertyPersisting).", expected_effect="the reused range stays resident")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- fusion
+def streams(k: KernelProfile, min_memory_pct: float, max_flops_per_byte: float) -> bool:
+    """Whether a kernel streams its data through DRAM: memory near its peak and under ``max_flops_per_byte`` FP32
+    FLOPs per DRAM byte (no reuse worth keeping on chip)."""
+    dram = (k.dram_bytes_read or 0.0) + (k.dram_bytes_write or 0.0)
+    flops = fp32_flops(k)
+    return (k.memory_throughput_pct or 0.0) >= min_memory_pct and dram > 0 and flops is not None \
+        and flops / dram <= max_flops_per_byte
+
+
+@rule("memory.fusion-candidate", family="memory", scope="ncu",
+      description="Two kernels that each stream their data through DRAM run equally often: if one consumes the "
+                  "other's output, one fused kernel keeps the intermediate on chip.",
+      thresholds={"min_memory_pct": 60.0, "max_flops_per_byte": 1.0, "min_launches": 2},
+      context=("kernels", "launches", "total_ns"))
+def _fusion(k: KernelProfile, run: Run) -> Iterable[Finding]:
+    th, launches = run.th, run.ctx.get("launches", {})
+    n = launches.get(k.mangled_name, 1)
+    if n < th["min_launches"] or not streams(k, th["min_memory_pct"], th["max_flops_per_byte"]):
+        return
+    peers = [p for name, p in run.ctx.get("kernels", {}).items()
+             if name != k.mangled_name and launches.get(name) == n
+             and streams(p, th["min_memory_pct"], th["max_flops_per_byte"])]
+    if not peers:
+        return
+    names = ", ".join(p.name.split("(")[0] for p in peers[:3])
+    totals = run.ctx.get("total_ns", {})
+    ev = [Evidence(metric="launches", value=n, threshold=th["min_launches"], source="ncu", kernel=k.name),
+          Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                   value=k.memory_throughput_pct, threshold=th["min_memory_pct"], unit="%", source="ncu",
+                   kernel=k.name)]
+    ev += [Evidence(metric="streaming_kernel_launched_as_often", value=p.name, source="ncu", kernel=k.name)
+           for p in peers[:3]]
+    both = sum(totals.get(x, 0.0) for x in [k.mangled_name, *(p.mangled_name for p in peers[:3])])
+    yield run.finding(
+        kernel=k.name, severity="info", impact=0.3,
+        title="Fusion candidate: streaming kernels launched together",
+        diagnosis=(f"{k.name.split('(')[0]} and {names} are each launched {n} times and each streams its data "
+                   "through DRAM near the roof with under one FLOP per byte"
+                   + (f" ({both / 1e3:.1f} us together)" if both else "")
+                   + ": if one reads what the other writes, the intermediate makes a round trip through DRAM "
+                   "that one fused kernel would not (the profile cannot see the data flow, only this shape)."),
+        evidence=ev,
+        fixes=[Fix(action=f"Fuse {k.name.split('(')[0]} with {names} into one kernel (or let torch.compile / a "
+                          "fusing library do it) so each element is loaded once, transformed by both steps in "
+                          "registers, and stored once.", expected_effect="one write and one read of every "
+                                                                         "intermediate saved; fewer launches")],
     )

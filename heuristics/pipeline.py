@@ -303,6 +303,7 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int |
                            "total_ns": {n: total_ns(n, ks, totals) for n, ks in groups}}
     extra = _evidence_findings({n for n, _ in top}, sass or [], ptxas or [], overrides, ctx)
     merged = [merge_profiles(longest(ks), deep_by.get(n)) for n, ks in top]
+    ctx["kernels"] = {k.mangled_name: k for k in merged}
     diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
     for d, (n, _) in zip(diags, top, strict=True):
         d.launches = ctx["launches"][n]

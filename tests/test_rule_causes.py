@@ -166,3 +166,21 @@ def test_a_static_fp64_finding_names_the_cause_of_measured_xu_pressure() -> None
     assert static and not REGISTRY["compute.fp64-pipe"].run(k)
     [d] = diagnose_kernels([k], extra={st.mangled_name: static})
     assert d.findings[0].rule == "sass.fp64-in-kernel" and "compute.special-functions" in d.findings[0].explains
+
+
+def test_streaming_kernels_launched_together_are_fusion_candidates() -> None:
+    """P09's program (recorded light and deep reports), its launch counts stated as 10 per kernel, as a loop running
+    both would give: each SAXPY kernel is named as the other's fusion candidate (info: the profile shows the shape,
+    not the data flow). With the counts as recorded (once each) there is none."""
+    from kernelscope.heuristics.pipeline import diagnose_stages
+
+    d = FIX / "planted" / "09-scalar-loads"
+    light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
+    totals = {k.mangled_name: (10, 10 * (k.duration_ns or 0.0)) for k in light.kernels}
+    diags, _ = diagnose_stages(light, deep, totals=totals)
+    for k in diags:
+        f = next(f for f in k.findings if f.rule == "memory.fusion-candidate")
+        other = next(x for x in diags if x is not k)
+        assert f.severity == "info" and other.name.split("(")[0] in f.diagnosis
+    diags, _ = diagnose_stages(light, deep)
+    assert all(f.rule != "memory.fusion-candidate" for k in diags for f in k.findings)

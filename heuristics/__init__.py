@@ -34,6 +34,7 @@ from kernelscope.heuristics.registry import (
 )
 
 RULE_MODULES = (compute, control, instructions, latency, launch, memory, occupancy, resources, stalls, system)
+stalls.link_stall_causes()  # once every rule is registered: the stall reasons each rule's finding explains
 
 
 def load_all() -> None:

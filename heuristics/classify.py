@@ -1,7 +1,10 @@
 """Where a kernel sits against its GPU's roofs, and which limit binds: pure functions over profiles.
 
 The class comes from Nsight Compute's speed-of-light percentages (how close the busiest compute unit
-and the busiest memory unit came to their peaks), occupancy and launch size; the roofline position
+and the busiest memory unit came to their peaks), occupancy and launch size, in that order: a unit near
+its peak is where the time goes, whatever the launch looks like (a grid under one wave that keeps DRAM
+at 90% is memory-bound); only when no unit is near its peak do the launch shape, then the occupancy,
+then the warps' waiting explain the idle time; the roofline position
 (arithmetic intensity, attainable and achieved FLOP rate, time at the roof) comes from the measured
 FLOPs and DRAM bytes against the GPU's peaks (:data:`PEAKS`).
 """
@@ -27,9 +30,10 @@ PEAKS: dict[str, GpuPeaks] = {
 }
 
 SOL_HIGH_PCT = 60.0  # a unit this close to its peak is the limiter
-SOL_GAP_PCT = 10.0  # and must lead the other side by this much to call it alone
+SOL_GAP_PCT = 10.0  # both near their peaks and closer than this: mixed
 MIN_WAVES = 1.0  # fewer waves than this: the grid cannot fill the GPU
 MIN_DURATION_NS = 5_000.0  # shorter kernels are dominated by launch overhead and tails
+LOW_OCCUPANCY_PCT = 50.0  # at most this theoretical occupancy, with both units idle: too few warps
 
 
 def peaks_for(device: str | None) -> GpuPeaks | None:
@@ -90,6 +94,16 @@ def classify(k: KernelProfile) -> Bottleneck:
     if sm is None or mem is None:
         return out("mixed", 0.0, "speed-of-light metrics missing from the capture (capture the SpeedOfLight "
                                  "section); no class can be given with evidence")
+    if mem >= SOL_HIGH_PCT and sm >= SOL_HIGH_PCT and abs(mem - sm) < SOL_GAP_PCT:
+        return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
+                   f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
+    if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
+        return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
+                   f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
+    if max(mem, sm) >= SOL_HIGH_PCT:
+        return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
+                   f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
+    # no unit near its peak: the launch shape, then occupancy, then latency explain the idle time
     waves, dur = k.waves_per_sm, k.duration_ns
     if (waves is not None and waves < MIN_WAVES) or (dur is not None and dur < MIN_DURATION_NS):
         extra = [Evidence(metric="launch__waves_per_multiprocessor", value=waves, threshold=MIN_WAVES, source="ncu",
@@ -99,19 +113,10 @@ def classify(k: KernelProfile) -> Bottleneck:
         return out("launch/tail-limited", 0.8,
                    f"{waves if waves is not None else '?'} waves per SM over {dur or 0:.0f} ns: the launch is too "
                    "small or short to fill the GPU, so launch overhead and the tail dominate", extra)
-    if mem >= SOL_HIGH_PCT and sm >= SOL_HIGH_PCT and abs(mem - sm) < SOL_GAP_PCT:
-        return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
-                   f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
-    if mem >= SOL_HIGH_PCT and mem - sm >= SOL_GAP_PCT:
-        return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
-                   f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
-    if sm >= SOL_HIGH_PCT and sm - mem >= SOL_GAP_PCT:
-        return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
-                   f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
     ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
-    if theo is not None and (theo < 50.0 or (ach is not None and ach < 0.6 * theo)):
-        extra = [Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo, threshold=50.0, unit="%",
-                          source="ncu", kernel=k.name),
+    if theo is not None and (theo <= LOW_OCCUPANCY_PCT or (ach is not None and ach <= 0.6 * theo)):
+        extra = [Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo, threshold=LOW_OCCUPANCY_PCT,
+                          unit="%", source="ncu", kernel=k.name),
                  Evidence(metric="sm__warps_active.avg.pct_of_peak_sustained_active", value=ach, unit="%",
                           source="ncu", kernel=k.name)]
         return out("occupancy-limited", 0.6,

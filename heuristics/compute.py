@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from kernelscope.heuristics.memory import hottest_line
 from kernelscope.heuristics.registry import Run, rule
-from kernelscope.models import Evidence, Finding, Fix, KernelProfile
+from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
 
 FMA_PIPE = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 TENSOR_PIPE = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
@@ -20,51 +20,87 @@ SHARED_LD = "smsp__sass_inst_executed_op_shared_ld.sum"
 GLOBAL_LD = "smsp__sass_inst_executed_op_global_ld.sum"
 
 
+HALF_FMA_OPCODES = ("HFMA2", "HFMA")  # half-precision FMAs on the FMA pipe (scalar or paired)
+
+
+def fma_work(k: KernelProfile, sass: KernelSassStats | None) -> tuple[float, float] | None:
+    """Thread-level FMAs the kernel executed on the FMA pipe, and how many of them are half-precision: FFMA measured,
+    HFMA estimated from the SASS's static share of half FMAs times the thread instructions measured (the light
+    and deep stages count no half FMAs); None without the counts."""
+    ffma, total = k.num(FFMA), k.num(THREAD_INST)
+    if ffma is None or not total:
+        return None
+    half = 0.0
+    if sass is not None and sass.instructions:
+        half = total * sum(sass.opcodes.get(o, 0) for o in HALF_FMA_OPCODES) / sass.instructions
+    return ffma + half, half
+
+
 @rule("compute.tensor-cores-unused", family="tensor", scope="ncu",
-      description="Matrix-product-like FP32 FMA work runs on the FMA pipe while the tensor cores idle.",
-      thresholds={"min_fma_pipe_pct": 30.0, "max_tensor_pipe_pct": 1.0, "min_ffma_share_pct": 25.0,
-                  "max_ffma_per_shared_load": 64.0, "max_ffma_per_global_load": 4.0},
+      description="A matrix product written with FMAs (FP32 or half, scalar) while the tensor cores idle: FMAs "
+                  "fed by streamed operands, with data reuse no elementwise or matrix-vector kernel has. Reported "
+                  "whatever the kernel's class today (an opportunity: a memory-limited naive product gains most "
+                  "from tiling onto tensor cores).",
+      thresholds={"max_tensor_pipe_pct": 1.0, "min_fma_share_pct": 10.0, "max_ffma_per_shared_load": 64.0,
+                  "max_ffma_per_global_load": 4.0, "min_flops_per_dram_byte": 8.0},
       metrics=(FMA_PIPE, TENSOR_PIPE, FFMA, THREAD_INST, SHARED_LD, GLOBAL_LD),
-      supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',))
+      supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',), explains=("compute.issue-bound",))
 def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
-    fma, tensor, ffma, total = k.num(FMA_PIPE), k.num(TENSOR_PIPE), k.num(FFMA), k.num(THREAD_INST)
-    if fma is None or tensor is None or ffma is None or not total:
+    th, sass = run.th, run.ctx.get("sass", {}).get(k.mangled_name)
+    tensor, total, work = k.num(TENSOR_PIPE), k.num(THREAD_INST), fma_work(k, sass)
+    if work is None or not total or (tensor is None and sass is None):
         return
-    ffma_share = 100.0 * ffma / total
-    th = run.th
-    if fma < th["min_fma_pipe_pct"] or tensor > th["max_tensor_pipe_pct"] or ffma_share < th["min_ffma_share_pct"]:
+    if (tensor is not None and tensor > th["max_tensor_pipe_pct"]) or (sass is not None and sass.uses_tensor_cores):
         return
-    # A product streams its operands: a tiled one through shared memory, a naive one straight from
-    # global memory (about one load per FMA). FMA chains on values held in registers (recurrences,
-    # polynomials) do neither and are not matrix products.
-    reuse, gld = k.num(SHARED_LD) or 0.0, k.num(GLOBAL_LD) or 0.0
-    warp_ffma = ffma / 32.0
-    tiled = reuse > 0 and warp_ffma / reuse <= run.th["max_ffma_per_shared_load"]
-    naive = gld > 0 and warp_ffma / gld <= run.th["max_ffma_per_global_load"]
-    if not (tiled or naive):
+    fmas, half = work
+    share = 100.0 * fmas / total
+    # A product streams its operands (a tiled one through shared memory, a naive one straight from global memory,
+    # about one load per FMA) and reuses each byte it fetches many times. FMA chains on values held in registers
+    # (recurrences, polynomials) stream nothing; elementwise and matrix-vector kernels reuse nothing.
+    lds, gld = k.num(SHARED_LD) or 0.0, k.num(GLOBAL_LD) or 0.0
+    warp_fma = fmas / 32.0
+    tiled = lds > 0 and warp_fma / lds <= th["max_ffma_per_shared_load"]
+    naive = gld > 0 and warp_fma / gld <= th["max_ffma_per_global_load"]
+    dram = (k.dram_bytes_read or 0.0) + (k.dram_bytes_write or 0.0)
+    intensity = 2.0 * fmas / dram if dram else None
+    # reuse: measured as FLOPs per DRAM byte; without the DRAM counts, only a tiled product's staging shows it
+    reused = intensity >= th["min_flops_per_dram_byte"] if intensity is not None else tiled
+    if share < th["min_fma_share_pct"] or not (tiled or naive) or not reused:
         return
-    sass = run.ctx.get("sass", {}).get(k.mangled_name)
-    ev = [Evidence(metric=FMA_PIPE, value=round(fma, 1), threshold=run.th["min_fma_pipe_pct"], unit="%", source="ncu",
-                   kernel=k.name),
-          Evidence(metric=TENSOR_PIPE, value=round(tensor, 2), threshold=run.th["max_tensor_pipe_pct"], unit="%",
+    fma = k.num(FMA_PIPE)
+    ev = [Evidence(metric="fma_share_of_thread_instructions_pct", value=round(share, 1),
+                   threshold=th["min_fma_share_pct"], unit="%", source="ncu", kernel=k.name),
+          Evidence(metric="fma_flops_per_dram_byte", value=round(intensity, 1) if intensity is not None else None,
+                   threshold=th["min_flops_per_dram_byte"], unit="FLOP/B", source="ncu", kernel=k.name),
+          Evidence(metric="fma_per_operand_load", value=round(warp_fma / (lds if tiled else gld), 2),
+                   threshold=th["max_ffma_per_shared_load" if tiled else "max_ffma_per_global_load"],
                    source="ncu", kernel=k.name),
-          Evidence(metric="ffma_share_of_thread_instructions_pct", value=round(ffma_share, 1),
-                   threshold=run.th["min_ffma_share_pct"], unit="%", source="ncu", kernel=k.name)]
+          Evidence(metric=TENSOR_PIPE, value=round(tensor, 2) if tensor is not None else None,
+                   threshold=th["max_tensor_pipe_pct"], unit="%", source="ncu", kernel=k.name),
+          Evidence(metric=FMA_PIPE, value=round(fma, 1) if fma is not None else None, unit="%", source="ncu",
+                   kernel=k.name)]
     if sass is not None:
-        ev.append(Evidence(metric="tensor_core_instructions", value=sum(sass.tensor_core_instructions.values()),
-                           source="sass", kernel=k.name))
+        ev.append(Evidence(metric="half_fma_instructions_static", value=sum(sass.opcodes.get(o, 0)
+                                                                            for o in HALF_FMA_OPCODES), source="sass",
+                           kernel=k.name))
     line = hottest_line(k, "smsp__pcsamp_sample_count")
+    kind = "half-precision" if half >= fmas / 2 else "FP32"
     yield run.finding(
-        kernel=k.name, line=line, impact=0.9,
-        severity="high" if (k.sm_throughput_pct or 0) >= 50 else "warning",
-        title="FMA-bound matrix work with idle tensor cores",
-        diagnosis=(f"{k.name}: FFMA is {ffma_share:.0f}% of executed thread instructions, the FMA pipe is busy "
-                   f"{fma:.0f}% of active cycles and the tensor pipe {tensor:.1f}%"
-                   + (" with operands reused from shared memory (a tiled product)" if reuse else "")
-                   + ". On an H100 the FP16/BF16 tensor cores deliver ~15x the FP32 FMA rate (TF32 ~7x)."),
+        kernel=k.name, line=line, impact=0.9, severity="high",
+        title="Matrix product on FMAs with idle tensor cores",
+        diagnosis=(f"{k.name}: {kind} FMAs are {share:.0f}% of executed thread instructions, fed by "
+                   + ("operands reused from shared memory (a tiled product)" if tiled else
+                      "operands loaded from global memory about once per FMA (a naive product)")
+                   + (f", and each DRAM byte feeds {intensity:.0f} FLOPs" if intensity is not None else "")
+                   + " (data reuse: a matrix product, not an elementwise or matrix-vector kernel); the tensor pipe "
+                   "is idle. On an H100 the FP16/BF16 tensor "
+                   "cores deliver ~15x the FP32 FMA rate (TF32 ~7x)"
+                   + ("" if tiled else ", and tiling through shared memory (which tensor-core code needs anyway) "
+                      "also removes the memory traffic that limits it today") + "."),
         evidence=ev,
-        fixes=[Fix(action="Compute the product on tensor cores: WMMA (nvcuda::wmma 16x16x16, FP16/BF16 in, FP32 "
-                          "accumulate), mma.sync PTX, or on sm_90 wgmma/CUTLASS/cuBLAS.",
+        fixes=[Fix(action="Compute the product on tensor cores with tiles staged in shared memory: WMMA "
+                          "(nvcuda::wmma 16x16x16, FP16/BF16 in, FP32 accumulate), mma.sync PTX, or on sm_90 "
+                          "wgmma/CUTLASS/cuBLAS.",
                    expected_effect="5-15x on the product itself"),
                Fix(action="If inputs must stay FP32, use TF32 tensor cores where the accuracy policy allows.",
                    expected_effect="up to ~7x over FFMA")],
@@ -73,7 +109,8 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 @rule("compute.fp64-pipe", family="compute", scope="ncu",
       description="The FP64 pipe is busy in a kernel (often from unintended double-precision promotions).",
-      thresholds={"min_fp64_pipe_pct": 10.0}, metrics=(FP64_PIPE,), supersedes=("sass.fp64-in-kernel",))
+      thresholds={"min_fp64_pipe_pct": 10.0}, metrics=(FP64_PIPE,), supersedes=("sass.fp64-in-kernel",),
+      explains=("compute.special-functions", "sass.mufu-heavy"))  # F2F conversions of float<->double promotions
 def _fp64(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(FP64_PIPE)
     if v is None or v < run.th["min_fp64_pipe_pct"]:

@@ -101,7 +101,8 @@ def _scalar_global_loads(k: KernelSassStats, run: Run) -> Iterable[Finding]:
 
 
 @rule("sass.fp64-in-kernel", family="instructions", scope="sass",
-      description="FP64 math in a float kernel (promotions).")
+      description="FP64 math in a float kernel (promotions).",
+      explains=("compute.special-functions", "sass.mufu-heavy"))  # the F2F conversions the promotions add
 def _fp64_in_kernel(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """FP64 arithmetic next to float conversions or float math: usually an unintended promotion."""
     fp64, fp32 = k.fp64_instructions, _cls_count(k, "fp32")
@@ -138,18 +139,22 @@ def _fp64_in_kernel(k: KernelSassStats, run: Run) -> Iterable[Finding]:
 
 
 @rule("sass.no-tensor-cores-on-mma-like", family="tensor", scope="sass",
-      description="FFMA-heavy code with no tensor-core instructions.",
-      thresholds={"min_ffma": 64, "min_ffma_pct": 30.0})  # static FFMA count and share for "matmul-like"
+      description="FFMA-heavy code fed by shared-memory tiles (the shape of a tiled matrix product) with no "
+                  "tensor-core instructions.",
+      thresholds={"min_ffma": 64, "min_ffma_pct": 30.0, "max_ffma_per_shared_load": 16.0})
 def _no_tensor_cores(k: KernelSassStats, run: Run) -> Iterable[Finding]:
-    """FFMA-dominated code without any MMA: matmul-like work left on the CUDA cores."""
-    ffma = k.opcodes.get("FFMA", 0)
+    """FFMA-dominated code fed from shared memory, without any MMA: a tiled product left on the CUDA cores. FMA
+    chains on registers (recurrences, polynomials) or on streamed global loads (elementwise, matrix-vector) are
+    not products a static count can tell apart: the profile's rule (compute.tensor-cores-unused) measures their
+    reuse."""
+    ffma, lds = k.opcodes.get("FFMA", 0), k.opcodes.get("LDS", 0)
     share = _pct(ffma, k.instructions)
-    if k.uses_tensor_cores or ffma <= run.th["min_ffma"] or share <= run.th["min_ffma_pct"]:
+    if k.uses_tensor_cores or ffma < run.th["min_ffma"] or share < run.th["min_ffma_pct"]:
         return
-    tiled = k.opcodes.get("LDS", 0) > 0
-    severity: Severity = "warning" if tiled else "info"
-    shape = ("; with shared-memory loads feeding them this looks like a tiled GEMM or convolution"
-             if tiled else "")
+    if not lds or ffma / lds > run.th["max_ffma_per_shared_load"]:
+        return
+    severity: Severity = "warning"
+    shape = "; with shared-memory loads feeding them this looks like a tiled GEMM or convolution"
     yield run.finding(
         severity=severity, kernel=k.name,
         title="FMA-heavy kernel without tensor cores",
@@ -160,7 +165,8 @@ def _no_tensor_cores(k: KernelSassStats, run: Run) -> Iterable[Finding]:
         evidence=[
             _ev(k, "ffma_instructions", ffma, run.th["min_ffma"]),
             _ev(k, "ffma_pct", share, run.th["min_ffma_pct"], "%"),
-            _ev(k, "tensor_core_instructions", 0), _ev(k, "shared_loads", k.opcodes.get("LDS", 0)),
+            _ev(k, "tensor_core_instructions", 0), _ev(k, "shared_loads", lds),
+            _ev(k, "ffma_per_shared_load", round(ffma / lds, 2), run.th["max_ffma_per_shared_load"]),
         ],
         fixes=[
             Fix(action="Use a library (cuBLAS, CUTLASS, cuDNN) or tensor-core code: WMMA/mma.sync on "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from kernelscope.heuristics.occupancy import hidden_note
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
@@ -13,21 +14,24 @@ SM_COUNT = "device__attribute_multiprocessor_count"
 
 @rule("launch.tiny-grid", family="launch", scope="ncu",
       description="The grid has fewer blocks than the GPU has SMs: most of the GPU idles.",
-      thresholds={"max_sm_fraction": 0.5, "high_sm_fraction": 0.125, "min_duration_ns": 5_000.0},
+      thresholds={"max_sm_fraction": 0.5, "high_sm_fraction": 0.125, "min_duration_ns": 5_000.0,
+                  "saturated_pct": 80.0},
       metrics=(SM_COUNT,), supersedes=("occupancy.achieved-below-theoretical",))
 def _tiny(k: KernelProfile, run: Run) -> Iterable[Finding]:
     grid, sms, dur = k.grid_size, k.num(SM_COUNT), k.duration_ns
     if grid is None or not sms or dur is None or dur < run.th["min_duration_ns"]:
         return
     frac = grid / sms
-    if frac >= run.th["max_sm_fraction"]:
+    if frac > run.th["max_sm_fraction"]:
         return
+    hidden = hidden_note(k, run.th["saturated_pct"])
     yield run.finding(
         kernel=k.name, impact=1.0 - frac,
-        severity="critical" if frac <= run.th["high_sm_fraction"] else "high", title="Grid too small for the GPU",
+        severity="info" if hidden else "critical" if frac <= run.th["high_sm_fraction"] else "high",
+        title="Grid too small for the GPU",
         diagnosis=(f"{k.name} launches {grid} blocks of {k.block_size} threads on a GPU with {sms:.0f} SMs and runs "
                    f"{dur / 1e3:.1f} us: at most {100 * frac:.0f}% of the SMs have work, the rest idle the whole "
-                   "time."),
+                   "time." + (hidden or "")),
         evidence=[Evidence(metric="launch__grid_size", value=grid, threshold=round(run.th["max_sm_fraction"] * sms),
                            source="ncu", kernel=k.name),
                   Evidence(metric=SM_COUNT, value=sms, source="ncu", kernel=k.name),
@@ -44,7 +48,7 @@ def _tiny(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 @rule("launch.tail-effect", family="launch", scope="ncu",
       description="The last wave of blocks only partly fills the GPU.",
-      thresholds={"min_idle_pct": 25.0, "max_waves": 4.0, "min_duration_ns": 10_000.0})
+      thresholds={"min_idle_pct": 25.0, "max_waves": 4.0, "min_duration_ns": 10_000.0, "saturated_pct": 80.0})
 def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
     waves, dur = k.waves_per_sm, k.duration_ns
     if waves is None or dur is None or waves < 1.0 or waves > run.th["max_waves"] or dur < run.th["min_duration_ns"]:
@@ -53,11 +57,12 @@ def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
     idle = 100.0 * (full - waves) / full
     if idle < run.th["min_idle_pct"]:
         return
+    hidden = hidden_note(k, run.th["saturated_pct"])
     yield run.finding(
-        kernel=k.name, severity="warning", impact=idle / 100,
+        kernel=k.name, severity="info" if hidden else "warning", impact=idle / 100,
         title="Tail effect: a partial last wave",
         diagnosis=(f"{k.name} runs {waves:.2f} waves of blocks: the last wave fills only {100 * (waves % 1):.0f}% of "
-                   f"the GPU, so about {idle:.0f}% of the SM time across the {full} waves is idle."),
+                   f"the GPU, so about {idle:.0f}% of the SM time across the {full} waves is idle." + (hidden or "")),
         evidence=[Evidence(metric="launch__waves_per_multiprocessor", value=round(waves, 3), source="ncu",
                            kernel=k.name),
                   Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=run.th["min_idle_pct"], unit="%",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.classify import fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
@@ -19,15 +20,41 @@ def is_toolkit_header(path: str) -> bool:
     return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
 
 
+def has_code(s: SourceLineCounters) -> bool:
+    """Whether a line holds code: one whose text (where known) is only braces and punctuation holds the
+    instructions the compiler places there (the exit at a closing brace, where warps wait for their stores to
+    drain; a loop's back branch), which carry no cost of their own."""
+    return s.code is None or any(c.isalnum() for c in s.code)
+
+
 def hottest_source(k: KernelProfile, *counters: str) -> SourceLineCounters | None:
     """The source line with the most of these per-line counters (summed), or None when no line has any; lines
-    of the user's files win over toolkit headers whenever one of them has any."""
+    of the user's files win over toolkit headers whenever one of them has any, and lines of code over lines of
+    braces."""
     def score(s: object) -> float:
         return sum(s.counters.get(c, 0.0) for c in counters)  # type: ignore[attr-defined]
 
     own = [s for s in k.source_lines if not is_toolkit_header(s.file) and score(s) > 0]
-    best = max(own or k.source_lines, key=score, default=None)
+    coded = [s for s in own if has_code(s)]
+    best = max(coded or own or k.source_lines, key=score, default=None)
     return best if best is not None and score(best) > 0 else None
+
+
+# Where a per-line counter lands: a throttle stall on the instruction whose queue is full, which is the one that
+# carries the cost; a scoreboard stall on the instruction that consumes a load's result (often the next line);
+# a drain stall on the kernel's exit (its closing brace). Memory traffic counts on the memory instruction itself.
+GLOBAL_TRAFFIC = ("memory_l2_theoretical_sectors_global", "memory_l1_tag_requests_global")
+
+
+def cost_line(k: KernelProfile, *tiers: tuple[str, ...]) -> str | None:
+    """The line of the instruction that carries a cost: the hottest line by the first group of counters that any
+    line has (most direct first), so a line is never placed by a counter that lands on another instruction while
+    one that lands on the costly instruction itself was measured."""
+    for counters in tiers:
+        best = hottest_source(k, *counters)
+        if best is not None:
+            return best.label
+    return None
 
 
 def hottest_line(k: KernelProfile, *counters: str) -> str | None:
@@ -50,7 +77,8 @@ def stall_share(k: KernelProfile, reason: str) -> tuple[float | None, float]:
 
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
-      thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0})
+      thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0},
+      explains=("memory.dram-saturated",))  # the wasted sectors are what fills the memory system
 def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
     excess, total = k.num(EXCESS), k.num(TOTAL)
     spr = k.global_load_sectors_per_request
@@ -61,7 +89,7 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         value, metric, threshold = round(pct, 1), "excessive_global_sectors_pct", run.th["warning_excess_pct"]
         sev = "high" if pct >= run.th["high_excess_pct"] else "warning"
         what = f"{pct:.0f}% of the {total:,.0f} L2 sectors its global accesses move are excess"
-    elif spr is not None and spr > run.th["sectors_per_request"]:
+    elif spr is not None and spr >= run.th["sectors_per_request"]:
         value, metric, threshold = spr, "global_load_sectors_per_request", run.th["sectors_per_request"]
         sev = "high" if spr >= 16 else "warning"
         what = f"each warp-wide global load touches {spr:.1f} sectors (4 for coalesced 32-bit loads)"
@@ -179,7 +207,7 @@ LOCAL_BY_LINE = (("memory_l2_theoretical_sectors_local", "sectors", "the line th
       description="Local memory (register spills, stack arrays) makes up a real share of the memory traffic.",
       thresholds={"warning_pct": 5.0, "high_pct": 25.0},
       metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"),
-      context=('ptxas',))
+      context=('ptxas',), explains=("memory.dram-saturated",))
 def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
     local, glob = _sum(k, LOCAL), _sum(k, GLOBAL)
     if not local:
@@ -256,8 +284,10 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
-    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar",
-                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard", "smsp__pcsamp_warps_issue_stalled_drain")
+    # the atomic itself: where its queue throttles, else where it moves global memory; never the exit's drain or
+    # the consumer of its result, which sit on later lines
+    line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar"),
+                     GLOBAL_TRAFFIC)
     yield run.finding(
         kernel=k.name, line=line,
         severity="high" if imbalance >= 2 * run.th["slice_imbalance"] else "warning", impact=0.8,
@@ -309,8 +339,8 @@ def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if sass is not None:
         ev.append(Evidence(metric="global_loads_by_width_bits", value=", ".join(
             f"{w}: {n}" for w, n in sorted(sass.memory.loads_by_width.items())), source="sass", kernel=k.name))
-    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_lg_throttle",
-                        "smsp__pcsamp_warps_issue_stalled_long_scoreboard")
+    line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle",), GLOBAL_TRAFFIC,
+                     ("smsp__pcsamp_warps_issue_stalled_long_scoreboard",))
     yield run.finding(
         kernel=k.name, line=line, severity="warning",
         impact=0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",
@@ -364,7 +394,7 @@ def _cache(k: KernelProfile, run: Run) -> Iterable[Finding]:
       description="L2 misses most requests although the kernel asks for more data than it fetches from DRAM.",
       thresholds={"max_l2_hit_pct": 35.0, "min_dram_pct": 30.0},
       metrics=("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sector_hit_rate.pct",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed"), explains=("memory.dram-saturated",))
 def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
     l2, req = k.l2_hit_rate_pct, k.num("lts__t_sectors_srcunit_tex_op_read.sum")
     dram, dram_pct = k.dram_bytes_read, k.num("dram__throughput.avg.pct_of_peak_sustained_elapsed")
@@ -390,4 +420,54 @@ def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    expected_effect="higher L2 hit rate, less DRAM traffic"),
                Fix(action="Pin the hot buffer in L2 with an access policy window (cudaStreamSetAttribute, "
                           "cudaAccessPropertyPersisting).", expected_effect="the reused range stays resident")],
+    )
+
+
+# ---------------------------------------------------------------------------------------- fusion
+def streams(k: KernelProfile, min_memory_pct: float, max_flops_per_byte: float) -> bool:
+    """Whether a kernel streams its data through DRAM: memory near its peak and under ``max_flops_per_byte`` FP32
+    FLOPs per DRAM byte (no reuse worth keeping on chip)."""
+    dram = (k.dram_bytes_read or 0.0) + (k.dram_bytes_write or 0.0)
+    flops = fp32_flops(k)
+    return (k.memory_throughput_pct or 0.0) >= min_memory_pct and dram > 0 and flops is not None \
+        and flops / dram <= max_flops_per_byte
+
+
+@rule("memory.fusion-candidate", family="memory", scope="ncu",
+      description="Two kernels that each stream their data through DRAM run equally often: if one consumes the "
+                  "other's output, one fused kernel keeps the intermediate on chip.",
+      thresholds={"min_memory_pct": 60.0, "max_flops_per_byte": 1.0, "min_launches": 2},
+      context=("kernels", "launches", "total_ns"))
+def _fusion(k: KernelProfile, run: Run) -> Iterable[Finding]:
+    th, launches = run.th, run.ctx.get("launches", {})
+    n = launches.get(k.mangled_name, 1)
+    if n < th["min_launches"] or not streams(k, th["min_memory_pct"], th["max_flops_per_byte"]):
+        return
+    peers = [p for name, p in run.ctx.get("kernels", {}).items()
+             if name != k.mangled_name and launches.get(name) == n
+             and streams(p, th["min_memory_pct"], th["max_flops_per_byte"])]
+    if not peers:
+        return
+    names = ", ".join(p.name.split("(")[0] for p in peers[:3])
+    totals = run.ctx.get("total_ns", {})
+    ev = [Evidence(metric="launches", value=n, threshold=th["min_launches"], source="ncu", kernel=k.name),
+          Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                   value=k.memory_throughput_pct, threshold=th["min_memory_pct"], unit="%", source="ncu",
+                   kernel=k.name)]
+    ev += [Evidence(metric="streaming_kernel_launched_as_often", value=p.name, source="ncu", kernel=k.name)
+           for p in peers[:3]]
+    both = sum(totals.get(x, 0.0) for x in [k.mangled_name, *(p.mangled_name for p in peers[:3])])
+    yield run.finding(
+        kernel=k.name, severity="info", impact=0.3,
+        title="Fusion candidate: streaming kernels launched together",
+        diagnosis=(f"{k.name.split('(')[0]} and {names} are each launched {n} times and each streams its data "
+                   "through DRAM near the roof with under one FLOP per byte"
+                   + (f" ({both / 1e3:.1f} us together)" if both else "")
+                   + ": if one reads what the other writes, the intermediate makes a round trip through DRAM "
+                   "that one fused kernel would not (the profile cannot see the data flow, only this shape)."),
+        evidence=ev,
+        fixes=[Fix(action=f"Fuse {k.name.split('(')[0]} with {names} into one kernel (or let torch.compile / a "
+                          "fusing library do it) so each element is loaded once, transformed by both steps in "
+                          "registers, and stored once.", expected_effect="one write and one read of every "
+                                                                         "intermediate saved; fewer launches")],
     )

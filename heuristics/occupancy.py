@@ -7,6 +7,23 @@ from collections.abc import Iterable
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
+
+def busiest_unit_pct(k: KernelProfile) -> float | None:
+    """How close the busiest unit (compute or memory) came to its peak: near it, the kernel's time is set by that
+    unit, and launch shape or occupancy are no longer what holds it back."""
+    vals = [v for v in (k.sm_throughput_pct, k.memory_throughput_pct) if v is not None]
+    return max(vals) if vals else None
+
+
+def hidden_note(k: KernelProfile, saturated_pct: float) -> str | None:
+    """A sentence for a finding whose cost the busiest unit's saturation hides, or None when it does not."""
+    busy = busiest_unit_pct(k)
+    if busy is None or busy < saturated_pct:
+        return None
+    return (f" The busiest unit already runs at {busy:.0f}% of its peak, so this is not what limits the kernel "
+            "today; it matters once that unit's load falls.")
+
+
 _LIMITERS = {
     "launch__occupancy_limit_registers": "registers per thread",
     "launch__occupancy_limit_shared_mem": "shared memory per block",
@@ -16,20 +33,22 @@ _LIMITERS = {
 
 
 @rule("occupancy.low-theoretical", family="occupancy", scope="ncu",
-      description="The launch configuration caps resident warps below half the SM's maximum.",
-      thresholds={"theoretical_pct": 50.0})
+      description="The launch configuration caps resident warps at or below half the SM's maximum.",
+      thresholds={"theoretical_pct": 50.0, "saturated_pct": 80.0})
 def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo = k.theoretical_occupancy_pct
-    if theo is None or theo >= run.th["theoretical_pct"]:
+    if theo is None or theo > run.th["theoretical_pct"]:  # at the threshold it is reported
         return
     limits = {m: k.metrics[m].value for m in _LIMITERS if m in k.metrics and isinstance(k.metrics[m].value,
                                                                                         (int, float))}
     limiter = min(limits, key=lambda m: limits[m]) if limits else None  # type: ignore[arg-type, return-value]
     why = _LIMITERS.get(limiter or "", "an unknown resource")
+    hidden = hidden_note(k, run.th["saturated_pct"])
     yield run.finding(
-        severity="warning", kernel=k.name,
+        severity="info" if hidden else "warning", kernel=k.name,
         title="Low theoretical occupancy",
-        diagnosis=f"{k.name}: at most {theo:.0f}% of the SM's warps can be resident, limited by {why}.",
+        diagnosis=(f"{k.name}: at most {theo:.0f}% of the SM's warps can be resident, limited by {why}."
+                   + (hidden or "")),
         evidence=[Evidence(metric="sm__maximum_warps_per_active_cycle_pct", value=theo,
                            threshold=run.th["theoretical_pct"], unit="%", source="ncu", kernel=k.name)]
         + [Evidence(metric=m, value=v, unit="blocks", source="ncu", kernel=k.name) for m, v in limits.items()],
@@ -43,7 +62,7 @@ def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
       thresholds={"ratio": 0.7, "min_theoretical_pct": 50.0})
 def _achieved(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
-    if ach is None or theo is None or theo < run.th["min_theoretical_pct"] or ach >= run.th["ratio"] * theo:
+    if ach is None or theo is None or theo < run.th["min_theoretical_pct"] or ach > run.th["ratio"] * theo:
         return
     waves = k.waves_per_sm
     yield run.finding(
@@ -61,14 +80,14 @@ def _achieved(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 @rule("occupancy.register-limited", family="occupancy", scope="ncu",
-      description="Registers per thread are what caps resident warps (below the threshold).",
-      thresholds={"theoretical_pct": 50.0, "high_theoretical_pct": 25.0},
+      description="Registers per thread are what caps resident warps (at or below the threshold).",
+      thresholds={"theoretical_pct": 50.0, "high_theoretical_pct": 25.0, "saturated_pct": 80.0},
       supersedes=("occupancy.low-theoretical", "ptxas.register-limited-occupancy"))
 def _reg_limited(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo, regs = k.theoretical_occupancy_pct, k.registers_per_thread
     limits = {m: k.num(m) for m in _LIMITERS}
     reg_limit = limits.get("launch__occupancy_limit_registers")
-    if theo is None or regs is None or reg_limit is None or theo >= run.th["theoretical_pct"]:
+    if theo is None or regs is None or reg_limit is None or theo > run.th["theoretical_pct"]:
         return
     others = [v for m, v in limits.items() if m != "launch__occupancy_limit_registers" and v is not None]
     if others and reg_limit > min(others):
@@ -76,14 +95,15 @@ def _reg_limited(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ach = k.achieved_occupancy_pct
     block = k.block_size or 0
     target_regs = max(32, (65536 // max(1, 2 * block)) // 8 * 8) if block else None
+    hidden = hidden_note(k, run.th["saturated_pct"])
     yield run.finding(
         kernel=k.name, impact=round(1 - theo / 100, 2),
-        severity="high" if theo <= run.th["high_theoretical_pct"] else "warning",
+        severity="info" if hidden else "high" if theo <= run.th["high_theoretical_pct"] else "warning",
         title="Occupancy limited by registers",
         diagnosis=(f"{k.name} uses {regs} registers per thread, so only {reg_limit:.0f} block(s) of {block} "
                    f"threads fit per SM: theoretical occupancy {theo:.0f}%"
                    + (f", achieved {ach:.0f}%" if ach is not None else "")
-                   + ". With so few warps, memory and pipeline latency stay exposed."),
+                   + ". With so few warps, memory and pipeline latency stay exposed." + (hidden or "")),
         evidence=[Evidence(metric="launch__registers_per_thread", value=regs, source="ncu", kernel=k.name),
                   Evidence(metric="launch__occupancy_limit_registers", value=reg_limit, unit="blocks", source="ncu",
                            kernel=k.name),

@@ -14,12 +14,14 @@ wiring in :mod:`kernelscope.tools.analyze`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any, NamedTuple
 
 from kernelscope.heuristics import REGISTRY, load_all, merge, run_rules
 from kernelscope.heuristics.classify import classify
-from kernelscope.heuristics.registry import SEVERITY_RANK
+from kernelscope.heuristics.registry import SEVERITY_RANK, explains
 from kernelscope.models import (
     Finding,
     KernelDiagnosis,
@@ -57,6 +59,9 @@ TRACE_AFTER_LAUNCHES = 16  # a measuring run that saw this many launches calls t
 
 # ------------------------------------------------------------------------------------------ stage 2
 STAGE2_ALWAYS = ["SpeedOfLight", "LaunchStats", "Occupancy"]
+# opportunities whatever the class: a product on FMAs that tensor cores would run (tensor), global accesses
+# narrower than a vector (memory); their metrics are collected for every class (no further sections)
+OPPORTUNITY_FAMILIES = ["tensor", "memory"]
 # the class decides the deep sections and which rule families' metrics are collected
 STAGE2: dict[str, tuple[list[str], list[str]]] = {
     "memory-bound": (["MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables", "SourceCounters",
@@ -91,7 +96,7 @@ def stage2_plan(classes: list[str]) -> StagePlan:
     for c in classes:
         secs, fams = STAGE2.get(c, STAGE2["mixed"])
         sections += [x for x in secs if x not in sections]
-        families += [x for x in fams if x not in families]
+        families += [x for x in [*fams, *OPPORTUNITY_FAMILIES] if x not in families]
     metrics: list[str] = []
     for r in REGISTRY.values():
         if r.scope == "ncu" and r.family in families:
@@ -133,6 +138,43 @@ def group_launches(profile: Profile, totals: Totals | None = None) -> Groups:
     return sorted(groups.items(), key=lambda kv: -total_ns(kv[0], kv[1], totals))
 
 
+MIN_DIAGNOSED = 3  # by default at least this many kernels are diagnosed (the longest), however small their share
+MAX_DIAGNOSED = 20  # and at most this many
+
+
+def time_shares(groups: Groups, totals: Totals | None) -> dict[str, float]:
+    """Each kernel's share (%) of the summed GPU time of all kernels."""
+    times = {n: total_ns(n, ks, totals) for n, ks in groups}
+    whole = sum(times.values())
+    return {n: 100.0 * t / whole if whole else 0.0 for n, t in times.items()}
+
+
+def top_groups(groups: Groups, totals: Totals | None, deep_kernels: int | None = None,
+               min_share_pct: float = 5.0) -> Groups:
+    """The kernels diagnosed in depth: the ``deep_kernels`` longest (by total time) where given, else every kernel
+    taking at least ``min_share_pct`` of the GPU time, at least the MIN_DIAGNOSED longest, at most MAX_DIAGNOSED."""
+    if deep_kernels is not None:
+        return groups[:deep_kernels]
+    shares = time_shares(groups, totals)
+    significant = sum(1 for n, _ in groups if shares[n] >= min_share_pct)
+    return groups[:min(MAX_DIAGNOSED, max(MIN_DIAGNOSED, significant))]
+
+
+def coverage_note(groups: Groups, top: Groups, totals: Totals | None, min_share_pct: float = 5.0) -> str | None:
+    """What the answer says when a kernel taking at least ``min_share_pct`` of the GPU time was not diagnosed:
+    which kernels, their shares, and how to ask for them; None when every such kernel was."""
+    shares = time_shares(groups, totals)
+    done = {n for n, _ in top}
+    missed = [(ks[0].name, shares[n]) for n, ks in groups if n not in done and shares[n] >= min_share_pct]
+    if not missed:
+        return None
+    listed = ", ".join(f"{name} ({pct:.0f}%)" for name, pct in missed[:10])
+    return (f"{len(missed)} kernel(s) taking {min_share_pct:g}% or more of the GPU time each were not diagnosed, "
+            f"only listed under other_kernels: {listed}. They fell past deep_kernels={len(top)}: leave deep_kernels "
+            f"unset (every kernel over min_time_share_pct, up to {MAX_DIAGNOSED}), raise it, or pick them with "
+            "kernel_regex.")
+
+
 def classes_of(top: Groups) -> dict[str, str]:
     """The bottleneck class of each top kernel (of its longest launch), by mangled name."""
     return {name: classify(longest(ks)).cls for name, ks in top}
@@ -154,6 +196,28 @@ def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelPr
     return KernelProfile.model_validate(data)
 
 
+# ------------------------------------------------------------------------------------------ source files
+_WORKSPACE_COPY = re.compile(r"^(?:.*[/\\])?workspaces[/\\]compile-[^/\\]+[/\\](?P<rel>.+)$")
+
+
+def user_file(path: str, shown: str) -> str:
+    """The file a profile names as the user knows it: the compile workspace's copy of the compiled source
+    (``.../workspaces/compile-<id>/<name>``) is the path or file name the user gave (``shown``); another file of
+    that workspace is its name there; any other path is left as it is."""
+    m = _WORKSPACE_COPY.match(path)
+    if m is None:
+        return path
+    rel = m.group("rel")
+    return shown if rel == PurePath(shown).name else rel
+
+
+def user_sources(profile: Profile, shown: str) -> Profile:
+    """``profile`` with every source line's file named as :func:`user_file` names it."""
+    kernels = [k.model_copy(update={"source_lines": [s.model_copy(update={"file": user_file(s.file, shown)})
+                                                     for s in k.source_lines]}) for k in profile.kernels]
+    return profile.model_copy(update={"kernels": kernels})
+
+
 # ------------------------------------------------------------------------------------------ rules stage
 # which rule families explain a class: among findings of equal severity, these lead
 CLASS_FAMILIES: dict[str, set[str]] = {
@@ -173,6 +237,16 @@ def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
                                            0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
 
 
+def measured_out(k: KernelProfile) -> set[str]:
+    """Static (SASS, ptxas) rules whose claim a profile rule measured on this kernel: the profile rule supersedes
+    them and every metric it reads was captured, so its finding, or its silence, is the answer."""
+    out: set[str] = set()
+    for r in REGISTRY.values():
+        if r.scope == "ncu" and r.supersedes and r.metrics and all(k.num(m) is not None for m in r.metrics):
+            out |= {s for s in r.supersedes if REGISTRY[s].scope in ("sass", "ptxas")}
+    return out
+
+
 def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | None = None,
                      overrides: Overrides | None = None,
                      extra: dict[str, list[Finding]] | None = None) -> list[KernelDiagnosis]:
@@ -182,7 +256,10 @@ def diagnose_kernels(kernels: list[KernelProfile], *, context: dict[str, Any] | 
     for k in kernels:
         found = run_rules("ncu", k, overrides=overrides, context=context)
         bottleneck = classify(k)
-        found = rank_for_class(merge(found + (extra or {}).get(k.mangled_name, [])), bottleneck.cls)
+        # a static finding the profile measured gives way, unless it names the cause of a measured one
+        static = [f for f in (extra or {}).get(k.mangled_name, [])
+                  if f.rule not in measured_out(k) or any(explains(f, g) for g in found)]
+        found = rank_for_class(merge(found + static), bottleneck.cls)
         out.append(KernelDiagnosis(
             id=k.id, name=k.name, mangled_name=k.mangled_name, duration_ns=k.duration_ns, grid_size=k.grid_size,
             block_size=k.block_size, registers_per_thread=k.registers_per_thread, bottleneck=bottleneck,
@@ -207,16 +284,17 @@ def _evidence_findings(names: set[str], sass: list[KernelSassStats], ptxas: list
     return extra
 
 
-def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
+def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int | None = None,
+                    min_share_pct: float = 5.0,
                     sass: list[KernelSassStats] | None = None, ptxas: list[KernelResources] | None = None,
                     overrides: Overrides | None = None,
                     totals: Totals | None = None) -> tuple[list[KernelDiagnosis], Groups]:
     """The analysis proper, from the two captures: launches grouped by kernel, the top kernels' light
     and deep profiles merged, every rule run with SASS/ptxas evidence, findings merged and ranked.
-    Returns the diagnoses and the launch groups (by total time)."""
+    The kernels diagnosed are :func:`top_groups`'. Returns the diagnoses and the launch groups (by total time)."""
     load_all()
     groups = group_launches(light, totals)
-    top = groups[:deep_kernels]
+    top = top_groups(groups, totals, deep_kernels, min_share_pct)
     deep_by: dict[str, KernelProfile] = {}
     for k in deep.kernels if deep is not None else []:
         deep_by.setdefault(k.mangled_name, k)
@@ -225,6 +303,7 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
                            "total_ns": {n: total_ns(n, ks, totals) for n, ks in groups}}
     extra = _evidence_findings({n for n, _ in top}, sass or [], ptxas or [], overrides, ctx)
     merged = [merge_profiles(longest(ks), deep_by.get(n)) for n, ks in top]
+    ctx["kernels"] = {k.mangled_name: k for k in merged}
     diags = diagnose_kernels(merged, context=ctx, overrides=overrides, extra=extra)
     for d, (n, _) in zip(diags, top, strict=True):
         d.launches = ctx["launches"][n]
@@ -232,10 +311,26 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int,
     return diags, groups
 
 
-def other_kernels(groups: Groups, deep_kernels: int, totals: Totals | None, limit: int = 20) -> list[str]:
-    """The kernels past the top ones, as the answer lists them: name, launches and total time."""
-    return [f"{ks[0].name} ({launch_count(n, ks, totals)} launches, {total_ns(n, ks, totals) / 1e3:.1f} us)"
-            for n, ks in groups[deep_kernels:][:limit]]
+def ncu_advice_missing(kernels: list[str]) -> str | None:
+    """What the answer says of kernels the CUPTI collector measured without Nsight Compute: its own advice (rule
+    results) is missing for them, what that advice is, and how to get it; None for no such kernel."""
+    if not kernels:
+        return None
+    names = ", ".join(kernels[:10]) + (f" and {len(kernels) - 10} more" if len(kernels) > 10 else "")
+    return (f"Nsight Compute's own advice is missing for {names}: they were measured by the CUPTI collector in the "
+            "program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no guided-analysis "
+            "rule results: its occupancy, launch, memory-access and warp-state advice with estimated speedups), and "
+            "the memory tables of its MemoryWorkloadAnalysis section are not there; kernelscope's own rules above "
+            "cover the same ground from the same metrics. Call analyze with light='ncu' to measure under Nsight "
+            "Compute and add its advice (one profiler run more).")
+
+
+def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:
+    """The kernels past the ``diagnosed`` top ones, as the answer lists them: name, launches, total time and share
+    of the GPU time."""
+    shares = time_shares(groups, totals)
+    return [f"{ks[0].name} ({launch_count(n, ks, totals)} launches, {total_ns(n, ks, totals) / 1e3:.1f} us, "
+            f"{shares[n]:.1f}% of GPU time)" for n, ks in groups[diagnosed:][:limit]]
 
 
 def system_findings(summary: TraceSummary, facts: Any, overrides: Overrides | None = None) -> list[Finding]:

@@ -26,7 +26,9 @@ are crossed, returns a finding with the numbers, the source line where known, an
 Thresholds are overridable per call, by rule id and name, e.g.
 `thresholds={{"launch.tiny-grid": {{"max_sm_fraction": 0.25}}}}` on `analyze` or `nsys_trace`; an
 unknown rule or threshold name is refused with the valid ones. When two rules fire on the same
-kernel, a finding of a rule that *supersedes* another drops the other's.
+kernel, a finding of a rule that *supersedes* another drops the other's; a finding of a rule that
+*explains* another (a symptom of the same cause: `rule` or `rule:topic`, e.g. a stall reason) takes the
+other's evidence in and leads, with the more severe of the two severities, and lists it in `explains`.
 """
 
 
@@ -62,6 +64,8 @@ def _rule(r: Rule) -> list[str]:
         out.append("- context: " + _code(r.context))
     if r.supersedes:
         out.append("- supersedes: " + _code(r.supersedes))
+    if r.explains:
+        out.append("- explains: " + _code(r.explains))
     return [*out, ""]
 
 

@@ -18,7 +18,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelscope.models import Finding, KernelProfile, KernelResources, KernelSassStats, TraceSummary
@@ -67,7 +67,8 @@ SCOPES: dict[str, Scope] = {s.name: s for s in (
           {"sass": "SASS statistics by mangled kernel name (KernelSassStats)",
            "ptxas": "ptxas resource reports by mangled kernel name (KernelResources)",
            "launches": "launch count by mangled kernel name",
-           "total_ns": "summed GPU time of all launches by mangled kernel name"}),
+           "total_ns": "summed GPU time of all launches by mangled kernel name",
+           "kernels": "the other diagnosed kernels' profiles (light and deep merged) by mangled kernel name"}),
     Scope("sass", KernelSassStats, "one kernel's static SASS instruction statistics", {}),
     Scope("ptxas", KernelResources, "each entry kernel of ptxas' resource report (run_rules takes the list)",
           {"arch": "the target architecture, e.g. sm_90"}, _entry_kernels),
@@ -149,6 +150,9 @@ class Rule:
     metrics: tuple[str, ...] = ()  # ncu metrics it reads beyond the light stage's (analyze collects them)
     supersedes: tuple[str, ...] = ()  # rules whose finding on the same kernel this one's makes redundant
     context: tuple[str, ...] = ()  # the scope's context keys it reads
+    # findings on the same kernel that this one's cause explains (symptoms): 'rule.id', or 'rule.id:topic' for
+    # one topic of a rule that speaks of several (a stall reason); they merge into this finding, which leads
+    explains: tuple[str, ...] = ()
 
     def run(self, data: Any, overrides: Mapping[str, float] | None = None,
             context: Mapping[str, Any] | None = None) -> list[Finding]:
@@ -191,12 +195,14 @@ def _check(r: Rule, fn: Callable[..., Any]) -> None:
 
 def rule(id: str, *, family: str, scope: str, description: str,
          thresholds: Mapping[str, float] | None = None, metrics: Iterable[str] = (),
-         supersedes: Iterable[str] = (), context: Iterable[str] = ()) -> Callable[[RuleFn], RuleFn]:
+         supersedes: Iterable[str] = (), context: Iterable[str] = (),
+         explains: Iterable[str] = ()) -> Callable[[RuleFn], RuleFn]:
     """Declare and register ``fn(data, run) -> Iterable[Finding]`` as a rule of ``scope``."""
 
     def deco(fn: RuleFn) -> RuleFn:
         r = Rule(id=id, family=family, scope=scope, description=description, thresholds=dict(thresholds or {}),
-                 fn=fn, metrics=tuple(metrics), supersedes=tuple(supersedes), context=tuple(context))
+                 fn=fn, metrics=tuple(metrics), supersedes=tuple(supersedes), context=tuple(context),
+                 explains=tuple(explains))
         _check(r, fn)
         REGISTRY[id] = r
         return fn
@@ -204,12 +210,22 @@ def rule(id: str, *, family: str, scope: str, description: str,
     return deco
 
 
+def add_explains(cause: str, symptoms: Iterable[str]) -> None:
+    """Declare more symptoms of a registered rule's cause (for tables kept with the symptom's rule, such as the
+    stall reasons each rule explains)."""
+    r = REGISTRY[cause]
+    REGISTRY[cause] = replace(r, explains=tuple(dict.fromkeys([*r.explains, *symptoms])))
+
+
 def check_registry() -> None:
-    """Cross-rule checks, once every rule module is loaded: what a rule supersedes must exist."""
+    """Cross-rule checks, once every rule module is loaded: what a rule supersedes or explains must exist."""
     for r in REGISTRY.values():
         missing = [s for s in r.supersedes if s not in REGISTRY]
         if missing:
             raise ValueError(f"rule {r.id} supersedes unknown rule(s) {', '.join(missing)}")
+        missing = [s for s in r.explains if s.split(":", 1)[0] not in REGISTRY or s.split(":", 1)[0] == r.id]
+        if missing:
+            raise ValueError(f"rule {r.id} explains unknown rule(s) {', '.join(missing)}")
 
 
 def check_overrides(overrides: Mapping[str, Mapping[str, float]]) -> None:
@@ -227,9 +243,33 @@ def rank(findings: Iterable[Finding]) -> list[Finding]:
                                            f.kernel or ""))
 
 
+def explains(cause: Finding, symptom: Finding) -> bool:
+    """Whether ``cause``'s rule declares ``symptom`` (its rule, or its rule and topic) a symptom of its cause. Both
+    are findings on one kernel (merge's input), whose name each evidence source spells its own way."""
+    r = REGISTRY.get(cause.rule)
+    if r is None or cause is symptom:
+        return False
+    return symptom.rule in r.explains or (symptom.topic is not None and f"{symptom.rule}:{symptom.topic}" in r.explains)
+
+
+def absorb(cause: Finding, symptom: Finding) -> Finding:
+    """``cause`` with ``symptom`` merged into it: the symptom's evidence, the more severe of the two severities and
+    the larger impact, its line where the cause has none, and a sentence naming the symptom."""
+    sev = min((cause.severity, symptom.severity), key=lambda s: SEVERITY_RANK.get(s, 9))
+    impact = max((x for x in (cause.impact, symptom.impact) if x is not None), default=None)
+    known = {(e.metric, str(e.value)) for e in cause.evidence}
+    return cause.model_copy(update={
+        "severity": sev, "impact": impact, "line": cause.line or symptom.line,
+        "diagnosis": f"{cause.diagnosis} The same cause shows as '{symptom.title}' ({symptom.rule}), merged here.",
+        "evidence": cause.evidence + [e for e in symptom.evidence if (e.metric, str(e.value)) not in known],
+        "explains": [*cause.explains, symptom.rule, *symptom.explains]})
+
+
 def merge(findings: Iterable[Finding]) -> list[Finding]:
     """Rank findings from several evidence sources (ncu, SASS, ptxas) for one kernel, dropping those a
-    more specific rule's finding supersedes (its evidence is then part of that finding)."""
+    more specific rule's finding supersedes (its evidence is then part of that finding), and merging each
+    symptom into the finding of its cause (which then leads with the symptom's evidence). A cause only at
+    'info' (not what limits the kernel today) does not take a symptom in."""
     found = list(findings)
     dropped = {s for f in found if f.rule in REGISTRY for s in REGISTRY[f.rule].supersedes}
     seen: set[tuple[str, str | None]] = set()
@@ -240,7 +280,12 @@ def merge(findings: Iterable[Finding]) -> list[Finding]:
             continue
         seen.add(key)
         out.append(f)
-    return out
+    while pair := next(((i, j) for j, s in enumerate(out) for i, c in enumerate(out)
+                        if c.severity != "info" and explains(c, s)), None):
+        i, j = pair  # every merge takes one finding out, so this ends
+        out[i] = absorb(out[i], out[j])
+        del out[j]
+    return rank(out)
 
 
 def run_rules(scope: str, data: Any, *, overrides: Mapping[str, Mapping[str, float]] | None = None,

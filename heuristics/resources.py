@@ -84,8 +84,8 @@ def _stack(k: KernelResources, run: Run) -> Iterable[Finding]:
 
 
 @rule("ptxas.register-limited-occupancy", family="occupancy", scope="ptxas",
-      description="Registers per thread cap the resident warps per SM.",
-      thresholds={"warning_below_occupancy_pct": 25.0, "info_below_occupancy_pct": 50.0}, context=("arch",))
+      description="Registers per thread cap the resident warps per SM at or below the threshold.",
+      thresholds={"warning_occupancy_pct": 25.0, "info_occupancy_pct": 50.0}, context=("arch",))
 def _regs(k: KernelResources, run: Run) -> Iterable[Finding]:
     arch = run.ctx.get("arch")
     _, max_warps = sm_limits(arch)
@@ -93,9 +93,9 @@ def _regs(k: KernelResources, run: Run) -> Iterable[Finding]:
         return
     warps = warps_allowed_by_registers(k.registers, arch)
     occ = 100.0 * warps / max_warps
-    if occ >= run.th["info_below_occupancy_pct"]:
+    if occ > run.th["info_occupancy_pct"]:  # at the threshold it is reported
         return
-    sev = "warning" if occ < run.th["warning_below_occupancy_pct"] else "info"
+    sev = "warning" if occ <= run.th["warning_occupancy_pct"] else "info"
     yield run.finding(
         severity=sev, kernel=k.name,
         title="Register count limits occupancy",
@@ -105,7 +105,7 @@ def _regs(k: KernelResources, run: Run) -> Iterable[Finding]:
         evidence=[
             Evidence(metric="registers", value=k.registers, source="ptxas", kernel=k.name),
             Evidence(metric="theoretical_occupancy_pct_by_registers", value=round(occ, 1),
-                     threshold=run.th["info_below_occupancy_pct"], unit="%", source="ptxas", kernel=k.name),
+                     threshold=run.th["info_occupancy_pct"], unit="%", source="ptxas", kernel=k.name),
         ],
         fixes=[
             Fix(action="Add __launch_bounds__(BLOCK, MIN_BLOCKS) or -maxrregcount so ptxas targets more "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.memory import hottest_line, stall_share
-from kernelscope.heuristics.registry import Run, rule
-from kernelscope.models import Evidence, Finding, Fix, KernelProfile
+from kernelscope.heuristics.memory import GLOBAL_TRAFFIC, cost_line, hottest_line, stall_share
+from kernelscope.heuristics.registry import Run, add_explains, rule
+from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
 
 # reason -> (meaning, [(fix, expected effect), ...])
 _MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -15,17 +15,13 @@ _MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
          "elements before using them) or more resident warps.", "hides DRAM latency; fewer idle issue slots"),
         ("Use vector loads (float4) and cache reused data in shared memory.", "fewer, wider requests"),
     ]),
-    "short_scoreboard": ("warps wait for shared memory or MUFU (special function) results", [
-        ("Remove shared-memory bank conflicts (pad arrays) and hoist special functions out of loops.",
-         "shorter MIO latency"),
-    ]),
+    "short_scoreboard": ("warps wait for shared memory or MUFU (special function) results", []),  # see _mio_fixes
     "barrier": ("warps wait at __syncthreads for the slowest warp of the block", [
         ("Use warp shuffles for reductions and fewer block-wide barriers; balance work across warps.",
          "warps stop idling at barriers"),
     ]),
-    "mio_throttle": ("the memory-instruction queue is full (too many shared/special instructions)", [
-        ("Issue fewer, wider shared-memory accesses (vectorize) and cut redundant ones.", "less MIO pressure"),
-    ]),
+    "mio_throttle": ("the MIO instruction queue (shared memory, special math, dynamic branches) is full",
+                     []),  # see _mio_fixes
     "lg_throttle": ("the local/global instruction queue is full", [
         ("Use wider loads (float4) so fewer instructions move the same bytes; avoid local memory.",
          "fewer LSU instructions"),
@@ -49,13 +45,63 @@ _MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
         ("Keep constant-memory accesses uniform across the warp.", "fewer constant cache misses"),
     ]),
 }
+# the causes a stall reason's wait can have, as rules name them: a finding of one of these rules (with its
+# topic) explains the stall, so it merges the dominant-stall finding into its own (registry.merge)
+EXPLAINED_BY: dict[str, tuple[str, ...]] = {
+    "long_scoreboard": ("memory.uncoalesced-global-access", "memory.non-vectorized-access",
+                        "memory.local-memory-traffic",
+                        "memory.low-cache-hit-rate", "memory.l2-thrash", "latency.dependent-loads",
+                        "occupancy.register-limited", "occupancy.low-theoretical",
+                        "occupancy.achieved-below-theoretical"),
+    "lg_throttle": ("memory.non-vectorized-access", "memory.uncoalesced-global-access", "memory.local-memory-traffic",
+                    "memory.atomic-contention"),
+    "mio_throttle": ("memory.shared-bank-conflicts", "compute.special-functions"),
+    "short_scoreboard": ("memory.shared-bank-conflicts", "compute.special-functions"),
+    "math_pipe_throttle": ("compute.fp64-pipe", "sass.fp64-in-kernel", "compute.tensor-cores-unused",
+                           "compute.special-functions"),
+    "branch_resolving": ("control.warp-divergence",),
+    "membar": ("memory.atomic-contention",),
+    "drain": ("memory.atomic-contention",),
+}
+
+
+def link_stall_causes() -> None:
+    """Declare, on each rule EXPLAINED_BY names, the stall reasons its finding explains."""
+    for reason, causes in EXPLAINED_BY.items():
+        for cause in causes:
+            add_explains(cause, [f"stalls.dominant-stall-reason:{reason}"])
+
+
+def _mio_fixes(k: KernelProfile, sass: KernelSassStats | None) -> list[tuple[str, str]]:
+    """Advice for MIO-queue stalls (mio_throttle, short_scoreboard) that fits what the kernel issues: shared memory
+    only where it has any, special functions only where it runs them."""
+    shared = (k.shared_mem_static_bytes or 0) + (k.shared_mem_dynamic_bytes or 0) > 0 or bool(
+        sass and (sass.opcodes.get("LDS", 0) or sass.opcodes.get("STS", 0)))
+    xu = k.num("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active")
+    mufu = (sass.special_function_instructions if sass else 0) or (xu or 0) >= 10
+    out = []
+    if shared:
+        out.append(("Issue fewer, wider shared-memory accesses (vectorize, keep reused values in registers) and "
+                    "remove bank conflicts (pad or swizzle the arrays).", "less MIO pressure from shared memory"))
+    if mufu:
+        out.append(("Hoist transcendentals and divisions out of loops, reuse their results, or use cheaper forms "
+                    "(exp2f with a prescaled argument, __frcp_rn, polynomial approximations on the FMA pipe).",
+                    "fewer MUFU instructions in the MIO queue"))
+    if not out:
+        out.append(("The kernel allocates no shared memory and shows no special-function work: look for the other "
+                    "MIO instructions on the worst line (dynamic branches such as switch tables or virtual calls, "
+                    "warp shuffles and votes in loops) and issue fewer of them.", "less MIO pressure"))
+    return out
+
+
 _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "dispatch_stall", "tex_throttle",
             "gmma"}
 
 
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
       description="One warp-stall reason accounts for most of the time warps spend not issuing.",
-      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_memory_pct": 80.0})
+      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_memory_pct": 80.0},
+      context=("sass",))
 def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
     total = sum(stalls.values())
@@ -69,13 +115,18 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if share < run.th["min_share_pct"] or cycles < run.th["min_cycles_per_issue"]:
         return
     meaning, fixes = _MEANING[reason]
+    if reason in ("mio_throttle", "short_scoreboard"):
+        fixes = _mio_fixes(k, run.ctx.get("sass", {}).get(k.mangled_name))
     mem = k.memory_throughput_pct
     saturated = (reason in ("long_scoreboard", "lg_throttle") and mem is not None
                  and mem >= run.th["saturated_memory_pct"])
-    line = hottest_line(k, f"smsp__pcsamp_warps_issue_stalled_{reason}")
+    sampled = (f"smsp__pcsamp_warps_issue_stalled_{reason}",)
+    # drain samples sit on the exit: the stores it waits for are the lines that move global memory
+    line = cost_line(k, GLOBAL_TRAFFIC, sampled) if reason == "drain" else cost_line(k, sampled)
     yield run.finding(
         severity="info" if saturated else "warning" if share < 70 else "high",
         kernel=k.name, line=line, impact=round(share / 100, 3), title=f"Dominant stall: {reason.replace('_', ' ')}",
+        topic=reason,
         diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
                    f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."
                    + (f" Memory already runs at {mem:.0f}% of peak, so this wait is the bandwidth limit itself."

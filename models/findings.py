@@ -44,3 +44,7 @@ class Finding(BaseModel):
                                                                "(0..1), where the rule can estimate it; ranks "
                                                                "findings of equal severity.")
     line: str | None = Field(None, description="The source line responsible (file:line `code`), where known.")
+    topic: str | None = Field(None, description="What the finding is about where one rule speaks of several "
+                                                "things, e.g. the stall reason of stalls.dominant-stall-reason.")
+    explains: list[str] = Field(default_factory=list, description="Findings (rule ids) on this kernel that share "
+                                                                  "this finding's cause and were merged into it.")

@@ -236,7 +236,13 @@ class AnalyzeRequest(ProfileTarget, Thresholds):
     kernel_regex: KernelRegex = None
     launch_skip: LaunchSkip = 0
     launch_count: int = Field(512, ge=1, le=10_000, description="Launches the light stage profiles.")
-    deep_kernels: int = Field(3, ge=1, le=20, description="Kernels (by total time) analyzed in depth.")
+    deep_kernels: int | None = Field(
+        None, ge=1, le=20, description="Kernels (by total time) diagnosed in depth. Default: every kernel that takes "
+                                       "at least min_time_share_pct of the GPU time (at least the 3 longest, at most "
+                                       "20); the answer's notes name any significant kernel left out.")
+    min_time_share_pct: float = Field(5.0, ge=0.0, le=100.0, description="With deep_kernels unset: a kernel taking "
+                                                                         "this share of the GPU time or more is "
+                                                                         "diagnosed.")
     clock_control: Internal[Literal["none", "base"]] = "none"
     sass: Internal[bool] = Field(True, description="Add SASS statistics and ptxas evidence for artifacts.")
     trace: Internal[Literal["auto", "always", "never"]] = Field(

@@ -92,7 +92,11 @@ def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.Monke
     assert dev.collector_runs == 1 and dev.captures == []  # no Nsight Compute run at all
     deep = res.stages[1]
     assert "SourceCounters (PC sampling, SASS metrics)" in deep.sections and deep.rule_families and deep.wall_s > 0
-    assert res.launches_profiled == 2 and res.report_ids == [] and not res.notes
+    assert res.launches_profiled == 2 and res.report_ids == []
+    # what the CUPTI path lacks is said: Nsight Compute's own advice, for every kernel, and how to get it
+    [note] = res.notes
+    assert "Nsight Compute's own advice is missing" in note and "light='ncu'" in note
+    assert all(k.name in note and not k.ncu_rule_titles for k in res.kernels)
     by = {k.mangled_name: k for k in res.kernels}
     assert by["slice_scale_bias"].launches == 256
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
@@ -118,6 +122,9 @@ def test_a_top_kernel_without_its_source_passes_gets_nsight_computes_deep_stage(
                                                       ("deep", "ncu"), ("rules", None)]
     assert [name for name, _ in dev.captures] == ["stage2"] and res.stages[3].kernels == ["full_scale_bias"]
     assert len(res.report_ids) == 1
+    # Nsight Compute measured full_scale_bias, so only slice_scale_bias lacks its advice
+    [note] = [n for n in res.notes if "own advice is missing" in n]
+    assert "slice_scale_bias" in note and "full_scale_bias" not in note
 
 
 def test_both_stages_fall_back_to_nsight_compute_when_the_collector_measures_nothing(
@@ -129,6 +136,7 @@ def test_both_stages_fall_back_to_nsight_compute_when_the_collector_measures_not
     assert [(s.name, s.tool) for s in res.stages] == [("trace", "cupti"), ("light", "ncu"), ("deep", "ncu"),
                                                       ("rules", None)]
     assert res.stages[1].capture is not None
+    assert not any("own advice is missing" in n for n in res.notes)  # Nsight Compute measured everything
     assert any("measured nothing" in n and "INSUFFICIENT_PRIVILEGES" in n for n in res.notes), res.notes
     assert len(res.report_ids) == 2
 

@@ -59,6 +59,34 @@ def test_missing_speed_of_light_is_said(kernels: dict[str, KernelProfile]) -> No
     assert b.confidence == 0 and "SpeedOfLight" in b.reasoning
 
 
-def test_tiny_launch_is_launch_limited(kernels: dict[str, KernelProfile]) -> None:
-    k = kernels["copy_coalesced"].model_copy(update={"waves_per_sm": 0.2, "duration_ns": 3000.0})
+def test_tiny_launch_with_idle_units_is_launch_limited() -> None:
+    """P06's tiny grid (8 blocks on 132 SMs) leaves both units idle: the launch shape explains it."""
+    light = load_profile(FIX.parent / "planted" / "06-tiny-grid" / "light.ncu-rep", top_lines=0)
+    k = next(k for k in light.kernels if k.name.startswith("tiny_grid_map"))
+    assert (k.waves_per_sm or 0) < 1 and max(k.sm_throughput_pct or 0, k.memory_throughput_pct or 0) < 10
     assert classify(k).cls == "launch/tail-limited"
+
+
+def test_a_unit_at_its_peak_outranks_the_launch_shape() -> None:
+    """The class follows where the time goes: P09 saxpy_float4 (recorded: memory at 89% of its peak) given 0.2
+    waves per SM and 3 us (values stated here, not recorded) stays memory-bound, not launch/tail-limited; with its
+    units idle (stated: memory 20%, compute 5%) the same launch is launch/tail-limited."""
+    light = load_profile(FIX.parent / "planted" / "09-scalar-loads" / "light.ncu-rep", top_lines=0)
+    k = next(k for k in light.kernels if k.name.startswith("saxpy_float4"))
+    k = k.model_copy(update={"waves_per_sm": 0.2, "duration_ns": 3000.0})
+    assert (k.memory_throughput_pct or 0) >= 85
+    assert classify(k).cls == "memory-bound"
+    idle = k.model_copy(update={"memory_throughput_pct": 20.0, "sm_throughput_pct": 5.0})
+    assert classify(idle).cls == "launch/tail-limited"
+
+
+def test_one_unit_near_its_peak_names_the_class_even_close_to_the_other() -> None:
+    """A unit at or over 60% of its peak with the other under 60% is the limiter even when they are within 10
+    points (values stated: memory 64%, compute 57%, P11 gather_independent otherwise as recorded)."""
+    light = load_profile(FIX.parent / "planted" / "11-pointer-chase" / "light.ncu-rep", top_lines=0)
+    k = next(k for k in light.kernels if k.name.startswith("gather_independent"))
+    assert classify(k).cls == "latency-bound"  # recorded: memory 57%, compute 26%
+    assert classify(k.model_copy(update={"memory_throughput_pct": 64.0, "sm_throughput_pct": 57.0})).cls \
+        == "memory-bound"
+    assert classify(k.model_copy(update={"memory_throughput_pct": 57.0, "sm_throughput_pct": 64.0})).cls \
+        == "compute-bound"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kernelscope.heuristics import REGISTRY, SCOPES
+from kernelscope.heuristics.pipeline import merge_profiles
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.summary import summarize
 from kernelscope.measure.timeline import load_cupti
@@ -113,6 +114,13 @@ def _l2_reused() -> KernelProfile:
     return with_metrics(k, **{L2_READ: 2 * (k.num(L2_READ) or 0)}).model_copy(update={"l2_hit_rate_pct": 30.0})
 
 
+def _saxpy_pair(launches: int) -> dict[str, Any]:
+    """P09's two SAXPY kernels (both stream through DRAM) as the other diagnosed kernels, each launched
+    ``launches`` times."""
+    pair = {k.mangled_name: k for k in (ncu("09", "saxpy_scalar", "light"), ncu("09", "saxpy_float4", "light"))}
+    return {"kernels": pair, "launches": dict.fromkeys(pair, launches), "total_ns": {}}
+
+
 FIRES: dict[str, Case] = {
     # ncu: memory
     "memory.uncoalesced-global-access": Case(lambda: ncu("three", "copy_strided"), "copy_strided"),
@@ -124,12 +132,17 @@ FIRES: dict[str, Case] = {
     "memory.non-vectorized-access": Case(lambda: ncu("01", "coalesced_copy"), "coalesced_copy",
                                          context=lambda: {"sass": _sass("01")}),
     "memory.low-cache-hit-rate": Case(lambda: ncu("11", "chase_dependent"), "chase_dependent"),
+    "memory.fusion-candidate": Case(lambda: ncu("09", "saxpy_scalar", "light"), "saxpy_scalar",
+                                    context=lambda: _saxpy_pair(10),
+                                    note="P09's two SAXPY kernels as if launched 10 times each (recorded: once)"),
     "memory.l2-thrash": Case(_l2_reused, "transpose_conflicted",
                              note="P02 transpose_conflicted with its L2 read sectors doubled and an L2 hit rate of "
                                   "30% (recorded: 51%): data read twice from L2 but fetched once from DRAM"),
     # ncu: compute, control, latency
-    "compute.tensor-cores-unused": Case(lambda: ncu("07", "ffma_matmul"), "ffma_matmul",
-                                        context=lambda: {"sass": _sass("07")}),
+    "compute.tensor-cores-unused": Case(lambda: merge_profiles(ncu("07", "ffma_matmul", "light"),
+                                                               ncu("07", "ffma_matmul")), "ffma_matmul",
+                                        context=lambda: {"sass": _sass("07")},
+                                        note="P07 ffma_matmul's light and deep reports merged, as analyze does"),
     "compute.fp64-pipe": Case(lambda: with_metrics(ncu("three", "fma_heavy"), **{FP64_PIPE: 45.0}), "fma_heavy",
                               note="three-kernels fma_heavy with the FP64 pipe at 45% (not captured in the report)"),
     "compute.special-functions": Case(lambda: with_metrics(ncu("three", "copy_strided"), **{XU_PIPE: 55.0}),
@@ -192,6 +205,7 @@ SILENT: dict[str, Case] = {
     "memory.non-vectorized-access": Case(lambda: ncu("09", "saxpy_float4"), context=lambda: {"sass": _sass("09")}),
     "memory.low-cache-hit-rate": Case(lambda: ncu("09", "saxpy_float4")),
     "memory.l2-thrash": Case(lambda: ncu("02", "transpose_conflicted")),
+    "memory.fusion-candidate": Case(lambda: ncu("09", "saxpy_scalar", "light"), context=lambda: _saxpy_pair(1)),
     "compute.tensor-cores-unused": Case(lambda: ncu("07", "wmma_matmul"), context=lambda: {"sass": _sass("07")}),
     "compute.fp64-pipe": Case(lambda: with_metrics(ncu("three", "fma_heavy"), **{FP64_PIPE: 0.0}),
                               note="three-kernels fma_heavy with the FP64 pipe idle, as the CUPTI collector "

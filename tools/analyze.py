@@ -40,11 +40,15 @@ from kernelscope.heuristics.pipeline import (
     StagePlan,
     Totals,
     classes_of,
+    coverage_note,
     diagnose_stages,
     group_launches,
+    ncu_advice_missing,
     other_kernels,
     stage2_plan,
+    top_groups,
     trace_totals,
+    user_sources,
 )
 from kernelscope.measure.capture import (
     Prepared,
@@ -159,6 +163,12 @@ def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
     return {path.name: lines, Path(art.meta.source_name or path.name).name: lines}
 
 
+def _shown_source(artifact_id: str | None) -> str | None:
+    """The source as the user named it when compiling the artifact (its path, or the inline source's file name)."""
+    art = get_store().get(artifact_id) if artifact_id else None
+    return art.meta.source_name if art is not None and art.meta.source_name else None
+
+
 # ---------------------------------------------------------------------------------------- one analysis
 @dataclass
 class Analysis:
@@ -259,13 +269,20 @@ def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profi
     and ptxas evidence, and the answer's kernels, counts and stages."""
     t0 = time.monotonic()
     sass, ptxas = a.static_evidence()
+    shown = _shown_source(a.prep.artifact_id)
+    if shown is not None:  # the user's file, not the compile workspace's copy of it
+        light = user_sources(light, shown)
+        deep = user_sources(deep, shown) if deep is not None else None
     diags, groups = diagnose_stages(light, deep, deep_kernels=a.req.deep_kernels, sass=sass, ptxas=ptxas,
-                                    overrides=a.req.overrides, totals=totals)
+                                    overrides=a.req.overrides, totals=totals, min_share_pct=a.req.min_time_share_pct)
     a.stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))
     result.kernels = diags
     result.kernels_total = max(len(groups), result.system.kernels_total if result.system else 0)
     result.launches_profiled = len(light.kernels)
-    result.other_kernels = other_kernels(groups, a.req.deep_kernels, totals)
+    result.other_kernels = other_kernels(groups, len(diags), totals)
+    missed = coverage_note(groups, groups[:len(diags)], totals, a.req.min_time_share_pct)
+    if missed:
+        result.notes.append(missed)
     result.stages = a.stages
     result.wall_s = round(time.monotonic() - a.t_all, 3)
     return result
@@ -281,9 +298,9 @@ class Classified:
     classes: dict[str, str]
 
     @classmethod
-    def of(cls, light: Profile, totals: Totals | None, deep_kernels: int) -> Classified:
+    def of(cls, light: Profile, totals: Totals | None, req: AnalyzeRequest) -> Classified:
         groups = group_launches(light, totals)
-        top = groups[:deep_kernels]
+        top = top_groups(groups, totals, req.deep_kernels, req.min_time_share_pct)
         return cls(totals, groups, top, classes_of(top))
 
     def labels(self) -> list[str]:
@@ -318,7 +335,7 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     _trace_after(a, got.launches_seen or 0)
     _attach_trace(result, a)
     totals = trace_totals(a.traced.summary if a.traced else None) or collector_totals(got, light_p)
-    seen = Classified.of(light_p, totals, a.req.deep_kernels)
+    seen = Classified.of(light_p, totals, a.req)
     light.kernels = seen.labels()
     plan = stage2_plan(sorted(set(seen.classes.values())))
     deep.rule_families, deep.kernels = plan.families, [ks[0].name for _, ks in seen.top]
@@ -329,7 +346,11 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     if missing:
         deep_p = _ncu_deep_for(a, result, missing, plan.sections, plan.families, plan.metrics)
     result.notes += a.notes + harness_notes(a.ws)
-    return _rules_stage(a, result, light_p, deep_p, totals, plan.families)
+    result = _rules_stage(a, result, light_p, deep_p, totals, plan.families)
+    no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None])
+    if no_advice:  # item 5 of issue 29: say what the CUPTI path lacks
+        result.notes.append(no_advice)
+    return result
 
 
 def _ncu_deep_for(a: Analysis, result: AnalyzeResult, missing: list[str], sections: list[str], families: list[str],
@@ -393,7 +414,7 @@ def _ncu_light(a: Analysis, opts: NcuOptions) -> NcuLight:
         return NcuLight(result, light)
     p1 = load_profile(rep1, top_lines=0)
     result.report_ids = [store_report(rep1, target=a.prep.display, stage="light")]
-    seen = Classified.of(p1, trace_totals(a.traced.summary if a.traced else None), a.req.deep_kernels)
+    seen = Classified.of(p1, trace_totals(a.traced.summary if a.traced else None), a.req)
     light.wall_s = round(time.monotonic() - t0, 3)  # with parsing the report
     light.kernels = seen.labels()
     if _trace_after(a, len(p1.kernels)):

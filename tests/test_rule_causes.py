@@ -1,0 +1,186 @@
+"""Causes before symptoms, opportunities whatever the class, and no matrix-product advice for kernels that are
+not products (issue 29), over recorded H100 captures: the planted suite's Nsight Compute reports
+(tests/fixtures/planted), the CUPTI collector's runs of the same programs (tests/fixtures/collector) and
+three-kernels.cu (tests/fixtures/ncu). Where a case changes a recorded value, its docstring states the value."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from kernelscope.heuristics import REGISTRY, merge, run_rules
+from kernelscope.heuristics.classify import classify
+from kernelscope.heuristics.compute import FFMA, GLOBAL_LD, SHARED_LD
+from kernelscope.heuristics.pipeline import diagnose_kernels, merge_profiles
+from kernelscope.measure.collector import collected_profile, load_collected
+from kernelscope.measure.ncu import load_profile
+from kernelscope.models import KernelProfile, KernelSassStats, MetricValue, SassResult
+
+FIX = Path(__file__).parent / "fixtures"
+FP64_PIPE = "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active"
+XU_PIPE = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
+MIO = "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"
+
+
+@cache
+def _report(path: Path) -> tuple[KernelProfile, ...]:
+    return tuple(load_profile(path).kernels)
+
+
+def planted(case: str, kernel: str) -> KernelProfile:
+    """A planted kernel's light and deep reports merged, as analyze's rules stage reads them."""
+    d = FIX / "planted" / case
+    light, deep = (next(k for k in _report(d / f"{s}.ncu-rep") if k.name.startswith(kernel)) for s in ("light", "deep"))
+    return merge_profiles(light, deep)
+
+
+@cache
+def sass(case: str) -> dict[str, KernelSassStats]:
+    return {k.mangled_name: k for k in SassResult.model_validate_json((FIX / "planted" / case / "sass.json")
+                                                                      .read_text()).kernels}
+
+
+def with_metrics(k: KernelProfile, **metrics: float) -> KernelProfile:
+    return k.model_copy(update={"metrics": {**k.metrics, **{m: MetricValue(value=v) for m, v in metrics.items()}}})
+
+
+# ------------------------------------------------------------------------------------------ causes and symptoms
+def test_fp64_use_is_the_cause_of_special_function_pressure() -> None:
+    """three-kernels fma_heavy with its FP64 pipe at 45% and its XU pipe at 55% (stated; not in the report): a float
+    kernel promoted to double, whose conversions fill the XU pipe. The FP64 finding leads and carries the XU
+    finding's evidence; with the FP64 pipe idle, the XU finding stands alone."""
+    base = next(k for k in _report(FIX / "ncu" / "three-kernels.ncu-rep") if k.name.startswith("fma_heavy"))
+    promoted = with_metrics(base, **{FP64_PIPE: 45.0, XU_PIPE: 55.0})
+    raw = {f.rule for f in run_rules("ncu", promoted)}
+    assert {"compute.fp64-pipe", "compute.special-functions"} <= raw  # both rules fire on their own
+    [d] = diagnose_kernels([promoted])
+    top = d.findings[0]
+    assert top.rule == "compute.fp64-pipe" and "compute.special-functions" in top.explains
+    assert all(f.rule != "compute.special-functions" for f in d.findings)
+    assert any(e.metric == XU_PIPE for e in top.evidence) and "merged here" in top.diagnosis
+    [alone] = diagnose_kernels([with_metrics(base, **{FP64_PIPE: 0.0, XU_PIPE: 55.0})])
+    assert any(f.rule == "compute.special-functions" and not f.explains for f in alone.findings)
+
+
+@pytest.mark.parametrize(("case", "kernel", "cause"), [
+    ("01-strided-copy", "strided_copy", "memory.uncoalesced-global-access"),
+    ("09-scalar-loads", "saxpy_scalar", "memory.non-vectorized-access"),
+    ("04-register-limited-occupancy", "scale_sum_early_coefs", "occupancy.register-limited"),
+    ("07-ffma-matmul", "wmma_matmul", "occupancy.register-limited"),
+])
+def test_the_dominant_stall_merges_into_the_finding_that_explains_it(case: str, kernel: str, cause: str) -> None:
+    """Recorded kernels whose dominant stall (long scoreboard, lg throttle) a specific finding explains: the generic
+    stall finding fires, but the answer shows it only inside the cause's finding, which leads."""
+    k = planted(case, kernel)
+    raw = run_rules("ncu", k, context={"sass": sass(case)})
+    stall = next(f for f in raw if f.rule == "stalls.dominant-stall-reason")
+    assert f"stalls.dominant-stall-reason:{stall.topic}" in REGISTRY[cause].explains
+    merged = merge(raw)
+    assert all(f.rule != "stalls.dominant-stall-reason" for f in merged)
+    host = next(f for f in merged if f.rule == cause)
+    assert "stalls.dominant-stall-reason" in host.explains
+    assert any(e.metric.startswith("smsp__average_warps_issue_stalled_") for e in host.evidence)
+
+
+def _mio_bound(k: KernelProfile) -> KernelProfile:
+    return with_metrics(k.model_copy(update={"stall_reasons": {"mio_throttle": 12.0, "long_scoreboard": 2.0,
+                                                               "selected": 1.0}}), **{MIO: 12.0})
+
+
+def test_mio_throttle_advice_fits_what_the_kernel_issues() -> None:
+    """The same stall (mio_throttle at 12 cycles per issue, 80% of stalls: stated) on P09 saxpy_scalar, which
+    allocates no shared memory and runs no MUFU work (recorded), and on P02 transpose_conflicted, whose tiles live
+    in shared memory (recorded): only the latter is told to change its shared-memory accesses."""
+    def advice(case: str, kernel: str) -> str:
+        k = _mio_bound(planted(case, kernel))
+        found = run_rules("ncu", k, context={"sass": sass(case)})
+        f = next(f for f in found if f.rule == "stalls.dominant-stall-reason")
+        assert f.topic == "mio_throttle"
+        return " ".join(x.action for x in f.fixes)
+
+    no_shared = advice("09-scalar-loads", "saxpy_scalar")
+    assert "shared" not in no_shared.replace("no shared memory", "") and "MUFU" not in no_shared
+    assert "shared-memory accesses" in advice("02-transpose-bank-conflicts", "transpose_conflicted")
+
+
+# ------------------------------------------------------------------------------------------ tensor cores
+def test_an_fma_product_limited_by_memory_still_gets_the_tensor_core_finding() -> None:
+    """P07 ffma_matmul (recorded: a tiled FP32 product, compute-bound) made a naive one limited by memory (stated:
+    no shared loads, two global loads per warp FMA, memory at 85% and compute at 30% of peak): the class is
+    memory-bound, and the tensor-core finding is there and leads."""
+    k = planted("07-ffma-matmul", "ffma_matmul")
+    warp_fma = (k.num(FFMA) or 0) / 32
+    naive = with_metrics(k, **{SHARED_LD: 0.0, GLOBAL_LD: 2 * warp_fma}).model_copy(
+        update={"memory_throughput_pct": 85.0, "sm_throughput_pct": 30.0})
+    assert classify(naive).cls == "memory-bound"
+    [d] = diagnose_kernels([naive], context={"sass": sass("07-ffma-matmul")})
+    assert d.findings[0].rule == "compute.tensor-cores-unused" and d.findings[0].severity == "high"
+    assert "naive product" in d.findings[0].diagnosis
+
+
+def test_a_half_precision_product_on_scalar_fmas_is_recognised() -> None:
+    """The same kernel with its FMAs in half precision (stated: no FFMA executed; the SASS's 1024 FFMA counted as
+    HFMA2): the half FMAs, estimated from the SASS, make the product."""
+    k = planted("07-ffma-matmul", "ffma_matmul")
+    st = dict(sass("07-ffma-matmul"))
+    name = k.mangled_name
+    ops = dict(st[name].opcodes)
+    ops["HFMA2"], ops["FFMA"] = ops.get("HFMA2", 0) + ops.pop("FFMA"), 0
+    st[name] = st[name].model_copy(update={"opcodes": ops})
+    found = REGISTRY["compute.tensor-cores-unused"].run(with_metrics(k, **{FFMA: 0.0}), context={"sass": st})
+    assert found and "half-precision" in found[0].diagnosis
+
+
+def _collected(case: str) -> list[KernelProfile]:
+    return collected_profile(load_collected(FIX / "collector" / f"{case}.jsonl")).kernels
+
+
+@pytest.mark.parametrize("case", sorted(p.stem for p in (FIX / "collector").glob("*.jsonl")))
+def test_tensor_core_advice_only_for_matrix_products(case: str) -> None:
+    """Over every planted kernel as the CUPTI collector measured it (every rule family's metrics): FMA recurrences
+    on registers (P03, P05, P06: FFMA 63-95% of instructions) and streaming FMAs (P04, P09 saxpy_float4: FFMA
+    29%, one load per FMA, but 0.2 FLOP per DRAM byte) are not products; only P07's tiled FFMA GEMM is. The SASS
+    rule stays silent on the same kernels' SASS unless shared-memory tiles feed the FMAs."""
+    st = sass(case)
+    for k in _collected(case):
+        fired = REGISTRY["compute.tensor-cores-unused"].run(k, context={"sass": st})
+        assert bool(fired) == (k.name.startswith("ffma_matmul")), (k.name, fired)
+        static = REGISTRY["sass.no-tensor-cores-on-mma-like"].run(st[k.mangled_name])
+        assert bool(static) == (k.name.startswith("ffma_matmul")), (k.name, static)
+
+
+def test_a_static_fp64_finding_names_the_cause_of_measured_xu_pressure() -> None:
+    """The SASS of a float kernel with a double promotion (recorded: tests/fixtures/sass/fp64_mix.cubin, F2F
+    conversions around an FP64 instruction) and a profile of the same kernel whose FP64 pipe is nearly idle but
+    whose XU pipe runs at 55% (stated: three-kernels fma_heavy's report with those two values and the cubin's kernel
+    name): the FP64 pipe rule measured its claim and is silent, yet the static FP64 finding stays, leads and carries
+    the XU finding, because the promotion's conversions are what fills the XU pipe."""
+    from kernelscope.tools.sass import sass_for_cubin_bytes
+
+    st = sass_for_cubin_bytes((FIX / "sass" / "fp64_mix.cubin").read_bytes()).kernels[0]
+    base = next(k for k in _report(FIX / "ncu" / "three-kernels.ncu-rep") if k.name.startswith("fma_heavy"))
+    k = with_metrics(base, **{FP64_PIPE: 2.0, XU_PIPE: 55.0}).model_copy(update={"mangled_name": st.mangled_name})
+    static = REGISTRY["sass.fp64-in-kernel"].run(st)
+    assert static and not REGISTRY["compute.fp64-pipe"].run(k)
+    [d] = diagnose_kernels([k], extra={st.mangled_name: static})
+    assert d.findings[0].rule == "sass.fp64-in-kernel" and "compute.special-functions" in d.findings[0].explains
+
+
+def test_streaming_kernels_launched_together_are_fusion_candidates() -> None:
+    """P09's program (recorded light and deep reports), its launch counts stated as 10 per kernel, as a loop running
+    both would give: each SAXPY kernel is named as the other's fusion candidate (info: the profile shows the shape,
+    not the data flow). With the counts as recorded (once each) there is none."""
+    from kernelscope.heuristics.pipeline import diagnose_stages
+
+    d = FIX / "planted" / "09-scalar-loads"
+    light, deep = load_profile(d / "light.ncu-rep"), load_profile(d / "deep.ncu-rep")
+    totals = {k.mangled_name: (10, 10 * (k.duration_ns or 0.0)) for k in light.kernels}
+    diags, _ = diagnose_stages(light, deep, totals=totals)
+    for k in diags:
+        f = next(f for f in k.findings if f.rule == "memory.fusion-candidate")
+        other = next(x for x in diags if x is not k)
+        assert f.severity == "info" and other.name.split("(")[0] in f.diagnosis
+    diags, _ = diagnose_stages(light, deep)
+    assert all(f.rule != "memory.fusion-candidate" for k in diags for f in k.findings)

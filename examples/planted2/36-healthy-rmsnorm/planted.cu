@@ -1,4 +1,4 @@
-// 36-healthy-rmsnorm. Healthy: RMSNorm with a learned scale over 16384 rows x 2048 floats, one warp
+// 36-healthy-rmsnorm. Healthy: RMSNorm with a learned scale over 32768 rows x 1024 floats, one warp
 // per row: the row is read once into registers with 16-byte loads, a shuffle reduction, the scaled
 // row written with 16-byte stores. Memory-bound at bandwidth.
 #include <cstdio>
@@ -31,9 +31,9 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define ROWS 16384
-#define COLS 2048
-#define THREADS 256
+#define ROWS 32768
+#define COLS 1024
+#define THREADS 128
 #define PER (COLS / 32 / 4)
 
 extern "C" __global__ void rmsnorm_warp(const float4* __restrict__ x, const float4* __restrict__ g,

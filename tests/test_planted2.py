@@ -213,3 +213,10 @@ def test_the_scorer_on_recorded_timelines() -> None:
     s = P2.score_findings(case, "dev", None, bad, fixed)
     assert s.also_ok and s.twin_ok and s.class_ok is None and s.line_ok is None, s.misses
     assert s.top_ok == (bad[0].rule == "system.copies-in-loop")
+
+
+def test_the_suite_page_lists_every_case_in_its_part() -> None:
+    page = (REPO / "docs" / "planted.md").read_text()
+    split = P2.read_split()
+    for c in CASES:
+        assert f"| {c.id} | {split[c.id]} |" in page, f"docs/planted.md: no row for {c.id} ({split[c.id]})"

@@ -85,10 +85,12 @@ def ncu_run(exe: Path, report: Path, *, sections: list[str], metrics: list[str],
         t0 = time.monotonic()
         r = subprocess.run(argv, cwd=ws, capture_output=True, text=True, timeout=timeout_s)
         took = time.monotonic() - t0
-        if r.returncode != 0 or not (ws / "rep.ncu-rep").is_file():
-            raise SystemExit(f"ncu failed on {exe.name} (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-        if not r.stdout.lstrip().startswith("ok") and "\nok " not in r.stdout:
-            print(f"warning: {report.parent.name}: the program did not print ok:\n{r.stdout[-1000:]}", file=sys.stderr)
+        if not (ws / "rep.ncu-rep").is_file():
+            raise SystemExit(f"ncu wrote no report for {report.parent.name} (exit {r.returncode}):\n"
+                             f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        if r.returncode != 0 or not re.search(r"^ok ", r.stdout, re.M):  # kept: the kernels ran, but say so
+            print(f"warning: {report.parent.name}: exit {r.returncode}, the program did not print ok:\n"
+                  f"{r.stdout[-1000:]}", file=sys.stderr)
         shutil.copyfile(ws / "rep.ncu-rep", report)
     return round(took, 2)
 

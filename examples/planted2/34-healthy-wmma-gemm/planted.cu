@@ -1,6 +1,7 @@
 // 34-healthy-wmma-gemm. Healthy: an fp16 GEMM (4096 x 4096 x 2048, fp32 accumulate) on the tensor
-// cores: 128x128 block tiles staged through padded shared memory with 16-byte loads, 8 warps of 32x64
-// (2x4 WMMA 16x16x16 fragments each). Compared with a CPU reference on sampled outputs.
+// cores: 128x128 block tiles staged through double-buffered padded shared memory (the next tile's
+// 16-byte loads in flight during the math), 8 warps of 32x64 (2x4 WMMA 16x16x16 fragments each).
+// Compared with a CPU reference on sampled outputs.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,35 +42,43 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
 #define BK 32
 #define PAD 8
 
-extern "C" __global__ void __launch_bounds__(256) gemm_wmma_tiled(const __half* __restrict__ a,
-                                                                  const __half* __restrict__ b,
-                                                                  float* __restrict__ c) {
+__device__ __forceinline__ void load_tiles(const __half* __restrict__ a, const __half* __restrict__ b, int r0, int c0,
+                                           int k0, int t, uint4 ra[2], uint4 rb[2]) {
+    for (int q = 0; q < 2; ++q) {  // 8 halves (16 bytes) per load, 2 of A and 2 of B per thread
+        int e = t + q * 256;
+        ra[q] = *(const uint4*)(a + (size_t)(r0 + e / (BK / 8)) * K + k0 + e % (BK / 8) * 8);
+        rb[q] = *(const uint4*)(b + (size_t)(k0 + e / (BN / 8)) * N + c0 + e % (BN / 8) * 8);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) gemm_wmma_tiled(const __half* __restrict__ a,
+                                                                     const __half* __restrict__ b,
+                                                                     float* __restrict__ c) {
     using namespace nvcuda;
-    __shared__ __align__(32) __half as[BM][BK + PAD], bs[BK][BN + PAD];
+    __shared__ __align__(32) __half as[2][BM][BK + PAD], bs[2][BK][BN + PAD];
     int t = threadIdx.x, w = t / 32, wr = (w / 2) * 32, wc = (w % 2) * 64;
     int r0 = blockIdx.y * BM, c0 = blockIdx.x * BN;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
     for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 4; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        for (int e = t; e < BM * BK / 8; e += 256) {  // 8 halves (16 bytes) per load
-            int r = e / (BK / 8), k = e % (BK / 8) * 8;
-            *(uint4*)&as[r][k] = *(const uint4*)(a + (size_t)(r0 + r) * K + k0 + k);
-        }
-        for (int e = t; e < BK * BN / 8; e += 256) {
-            int k = e / (BN / 8), cc = e % (BN / 8) * 8;
-            *(uint4*)&bs[k][cc] = *(const uint4*)(b + (size_t)(k0 + k) * N + c0 + cc);
+    uint4 ra[2], rb[2];
+    load_tiles(a, b, r0, c0, 0, t, ra, rb);
+    for (int k0 = 0, cur = 0; k0 < K; k0 += BK, cur ^= 1) {
+        for (int q = 0; q < 2; ++q) {  // the tile loaded during the previous step's math, into this step's buffer
+            int e = t + q * 256;
+            *(uint4*)&as[cur][e / (BK / 8)][e % (BK / 8) * 8] = ra[q];
+            *(uint4*)&bs[cur][e / (BN / 8)][e % (BN / 8) * 8] = rb[q];
         }
         __syncthreads();
+        if (k0 + BK < K) load_tiles(a, b, r0, c0, k0 + BK, t, ra, rb);  // in flight during the math below
         for (int kk = 0; kk < BK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb[4];
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &as[wr + i * 16][kk], BK + PAD);
-            for (int j = 0; j < 4; ++j) wmma::load_matrix_sync(fb[j], &bs[kk][wc + j * 16], BN + PAD);
+            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &as[cur][wr + i * 16][kk], BK + PAD);
+            for (int j = 0; j < 4; ++j) wmma::load_matrix_sync(fb[j], &bs[cur][kk][wc + j * 16], BN + PAD);
             for (int i = 0; i < 2; ++i)
                 for (int j = 0; j < 4; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
-        __syncthreads();
     }
     for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 4; ++j)

@@ -161,18 +161,29 @@ def test_fixed_twins_and_second_problems(scores: list) -> None:
     assert not bad, "\n".join(f"  {s.case} ({s.part}): " + "; ".join(s.misses) for s in bad)
 
 
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every program built (linked) for sm_90, in parallel."""
+    nvcc = shutil.which("nvcc")
+    assert nvcc is not None, "nvcc is needed to build the planted programs"
+    out = tmp_path_factory.mktemp("planted2-exe")
+
+    def one(cid: str) -> Path:
+        subprocess.run([nvcc, "-O3", "-arch=sm_90", "-lineinfo", "-o", str(out / cid), str(SUITE / cid / "planted.cu")],
+                       check=True, capture_output=True, timeout=600)
+        return out / cid
+
+    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        return dict(zip(IDS, pool.map(one, IDS), strict=True))
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_program_runs_and_its_twins_agree(case: P2.PlantedCase, tmp_path: Path) -> None:
+def test_program_runs_and_its_twins_agree(case: P2.PlantedCase, programs: dict[str, Path]) -> None:
     """On a GPU: each program checks its kernel against its twin (or a CPU reference) and prints ok."""
-    nvcc = shutil.which("nvcc")
-    assert nvcc is not None
-    exe = tmp_path / "planted"
-    subprocess.run([nvcc, "-O3", "-arch=sm_90", "-lineinfo", "-o", str(exe), str(SUITE / case.id / "planted.cu")],
-                   check=True, capture_output=True, timeout=600)
     for args in ([], ["fixed"]) if case.kind == "system" else ([],):
-        r = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300)
+        r = subprocess.run([str(programs[case.id]), *args], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0 and r.stdout.startswith("ok "), (args, r.stdout, r.stderr)
 
 

@@ -34,7 +34,7 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
 }
 #define M 1024
 #define N 1024
-#define K 1024
+#define K 512
 #define T 32
 
 extern "C" __global__ void sgemm_conflicted(const float* __restrict__ A, const float* __restrict__ B,

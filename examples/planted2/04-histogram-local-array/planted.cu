@@ -34,7 +34,7 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
 }
 #define NWORDS (32u << 20)   // 128 MB of bytes, read as 32-bit words
 #define THREADS 256
-#define BLOCKS 1024
+#define BLOCKS (132 * 24)  // whole waves for both kernels (6 and 8 blocks per SM)
 #define BINS 64
 
 extern "C" __global__ void hist_private_local(const unsigned* __restrict__ in, unsigned* __restrict__ out) {

@@ -32,7 +32,7 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define SEGS 8192
+#define SEGS 32768
 #define SHORT 1024
 #define LONG (8 * SHORT)
 #define THREADS 256   // 8 warps: 8 segments per block

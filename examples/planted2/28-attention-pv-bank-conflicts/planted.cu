@@ -1,4 +1,4 @@
-// 28-attention-pv-bank-conflicts. Two planted problems. O = P V for 16 heads (P: 1024 x 1024
+// 28-attention-pv-bank-conflicts. Two planted problems. O = P V for 64 heads (P: 1024 x 1024
 // probabilities, V: 1024 x 64, fp32), a 64x64 output tile per 256-thread block with a 4x4 register
 // tile: (1, dominant) the V tile is kept transposed, Vt[d][j], and read as Vt[tx*4+c][j]: the 16
 // lanes of a half-warp hit one bank (16-way conflicts), and its transposing store is a 32-way
@@ -34,7 +34,7 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define BH 16
+#define BH 64
 #define L 1024
 #define D 64
 #define TI 64

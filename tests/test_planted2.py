@@ -231,3 +231,15 @@ def test_the_suite_page_lists_every_case_in_its_part() -> None:
     split = P2.read_split()
     for c in CASES:
         assert f"| {c.id} | {split[c.id]} |" in page, f"docs/planted.md: no row for {c.id} ({split[c.id]})"
+
+
+def test_a_single_capture_replays_as_both_stages(tmp_path: Path) -> None:
+    """A case captured in one Nsight Compute run has only deep.ncu-rep: the replay reads it as both stages.
+    On the first suite's recorded strided copy, its deep report alone gives the same kernels and classes."""
+    src = REPO / "tests" / "fixtures" / "planted" / "01-strided-copy"
+    for name in ("deep.ncu-rep", "compile.json", "sass.json"):
+        shutil.copyfile(src / name, tmp_path / name)
+    both, alone = P2.replay_kernels(src), P2.replay_kernels(tmp_path)
+    assert set(alone) == set(both) == {"strided_copy", "coalesced_copy"}
+    assert {n: k.bottleneck.cls for n, k in alone.items()} == {n: k.bottleneck.cls for n, k in both.items()}
+    assert alone["strided_copy"].findings[0].rule == both["strided_copy"].findings[0].rule

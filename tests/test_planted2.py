@@ -1,0 +1,245 @@
+"""The second planted suite (examples/planted2/, docs/planted.md): its sources compile for sm_90, its
+expectations name real rules and classes and cover every rule family, its dev/validation split is the
+documented rule's, and, once the H100 captures exist (benchmarks/capture_planted2.py), the replay of
+every capture through the rules meets the accuracy floor, part by part."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import get_args
+
+import pytest
+
+from kernelscope.heuristics import REGISTRY
+from kernelscope.heuristics.registry import FAMILIES
+from kernelscope.models.profile import BottleneckClass
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = REPO / "examples" / "planted2"
+CLASS_FLOOR = 0.95  # class right, per part (issue 29: 95% of the validation part)
+TOP_FLOOR = 0.95  # top finding right, per part
+LINE_FLOOR = 0.90  # the top finding on a planted line, of the cases that expect one
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("planted2_bench", REPO / "benchmarks" / "planted2.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["planted2_bench"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+P2 = _load()
+CASES = P2.load_cases()
+IDS = [c.id for c in CASES]
+
+
+def test_the_suite_is_large_with_healthy_and_two_problem_cases() -> None:
+    assert len(CASES) >= 36
+    assert sorted(p.name for p in SUITE.iterdir() if p.is_dir()) == IDS
+    assert sum(c.kind == "healthy" for c in CASES) >= 6
+    assert sum(bool(c.also_expected) for c in CASES) >= 5  # two problems at once: the dominant one on top
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_expectations_name_real_rules_classes_and_kernels(case: P2.PlantedCase) -> None:
+    unknown = sorted(r for r in case.rule_ids() if r not in REGISTRY)
+    assert not unknown, f"{case.id}: rule ids not in the registry: {unknown}"
+    classes = set(get_args(BottleneckClass))
+    assert set(case.classes) <= classes, f"{case.id}: {case.classes} not among {sorted(classes)}"
+    if case.expected_rule:
+        assert case.family == REGISTRY[case.expected_rule].family, (case.id, REGISTRY[case.expected_rule].family)
+    else:
+        assert case.family == "healthy"
+    src = (SUITE / case.id / "planted.cu").read_text()
+    for k in filter(None, (case.kernel, case.fixed_kernel)):
+        assert re.search(rf'extern "C" __global__ void (__launch_bounds__\([^)]*\) )?{k}\(', src), (case.id, k)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_planted_lines_are_the_marked_lines(case: P2.PlantedCase) -> None:
+    marked = P2.marked_lines((SUITE / case.id / "planted.cu").read_text())
+    if case.kind == "healthy":
+        assert not marked, f"{case.id}: a healthy kernel has nothing planted"
+        return
+    assert marked, f"{case.id}: the planted statement carries // PLANTED"
+    assert case.lines in ([], marked), f"{case.id}: lines {case.lines} but // PLANTED on {marked}"
+
+
+def test_every_rule_family_is_planted_somewhere() -> None:
+    planted = {REGISTRY[r].family for c in CASES for r in [*c.top_rules, *c.also_expected]}
+    assert set(FAMILIES) <= planted, sorted(set(FAMILIES) - planted)
+
+
+def test_the_split_is_the_documented_rule_and_stratified() -> None:
+    split = P2.read_split()
+    assert split == P2.split_of(CASES), "split.json drifted: python benchmarks/planted2.py --write-split"
+    n_val = sum(p == "validation" for p in split.values())
+    assert 3 * n_val >= len(CASES), f"{n_val} of {len(CASES)} cases in validation: under a third"
+    strata: dict[str, set[str]] = {}
+    for c in CASES:
+        strata.setdefault(c.family, set()).add(split[c.id])
+    for fam, parts in strata.items():
+        if sum(c.family == fam for c in CASES) > 1:
+            assert parts == {"dev", "validation"}, f"family {fam} is in {parts} only"
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every program compiled for sm_90 as the suite documents (nvcc -O3 -arch=sm_90 -lineinfo), in parallel."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: the planted sources are compiled where the CUDA toolkit is")
+    out = tmp_path_factory.mktemp("planted2")
+
+    def one(cid: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([nvcc, "-O3", "-arch=sm_90", "-lineinfo", "-c", "-o", str(out / f"{cid}.o"),
+                               str(SUITE / cid / "planted.cu")], capture_output=True, text=True, timeout=600)
+
+    with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
+        return dict(zip(IDS, pool.map(one, IDS), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cid", IDS)
+def test_source_compiles_for_sm90_without_warnings(cid: str, builds: dict[str, subprocess.CompletedProcess[str]]
+                                                   ) -> None:
+    r = builds[cid]
+    assert r.returncode == 0, f"{cid}:\n{r.stdout}\n{r.stderr}"
+    assert "warning" not in (r.stdout + r.stderr).lower(), f"{cid}:\n{r.stderr}"
+
+
+# ------------------------------------------------------------------------------------------ the replay
+def _captured() -> list[str]:
+    return [m for c in CASES if (m := P2.fixture_state(c))]
+
+
+@pytest.fixture(scope="module")
+def scores() -> list:
+    missing = _captured()
+    if missing:
+        pytest.skip(f"the H100 captures of the second planted suite are not recorded yet ({len(missing)} of "
+                    f"{len(CASES)} cases missing, e.g. {missing[0]}); capture them on a GPU host with "
+                    "`python benchmarks/capture_planted2.py` (docs/planted.md)")
+    split = P2.read_split()
+    return [P2.score_case(c, split[c.id]) for c in CASES]
+
+
+def _misses(rows: list, pred: str) -> str:
+    return "\n".join(f"  {s.case} ({s.part}): " + "; ".join(s.misses) for s in rows if getattr(s, pred) is False)
+
+
+@pytest.mark.parametrize("part", ["dev", "validation"])
+def test_replay_meets_the_accuracy_floor(part: str, scores: list) -> None:
+    rows = [s for s in scores if s.part == part]
+    sm = P2.summary(rows)
+    for key, floor, pred in (("class", CLASS_FLOOR, "class_ok"), ("top", TOP_FLOOR, "top_ok"),
+                             ("line", LINE_FLOOR, "line_ok")):
+        ok, n = sm[key]
+        assert n == 0 or ok >= floor * n, f"{part}: {key} right on {ok}/{n} (floor {floor:.0%}); misses:\n" + \
+            _misses([s for s in rows if key != "top" or s.kind != "healthy"], pred)
+
+
+def test_every_healthy_kernel_gets_no_warning(scores: list) -> None:
+    loud = [s for s in scores if s.kind == "healthy" and not s.top_ok]
+    assert not loud, "healthy kernels with a warning:\n" + _misses(loud, "top_ok")
+
+
+def test_fixed_twins_and_second_problems(scores: list) -> None:
+    """The twins do not raise their case's rule; the second problem of a two-problem case is found; no
+    finding a case rules out appears (reported together, so that one run lists them all)."""
+    bad = [s for s in scores if s.twin_ok is False or not s.also_ok or not s.must_not_ok]
+    assert not bad, "\n".join(f"  {s.case} ({s.part}): " + "; ".join(s.misses) for s in bad)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every program built (linked) for sm_90, in parallel."""
+    nvcc = shutil.which("nvcc")
+    assert nvcc is not None, "nvcc is needed to build the planted programs"
+    out = tmp_path_factory.mktemp("planted2-exe")
+
+    def one(cid: str) -> Path:
+        subprocess.run([nvcc, "-O3", "-arch=sm_90", "-lineinfo", "-o", str(out / cid), str(SUITE / cid / "planted.cu")],
+                       check=True, capture_output=True, timeout=600)
+        return out / cid
+
+    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        return dict(zip(IDS, pool.map(one, IDS), strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_program_runs_and_its_twins_agree(case: P2.PlantedCase, programs: dict[str, Path]) -> None:
+    """On a GPU: each program checks its kernel against its twin (or a CPU reference) and prints ok."""
+    for args in ([], ["fixed"]) if case.kind == "system" else ([],):
+        r = subprocess.run([str(programs[case.id]), *args], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.startswith("ok "), (args, r.stdout, r.stderr)
+
+
+# ------------------------------------------------------------------------------------------ the scorer itself
+def test_the_scorer_on_recorded_captures_of_the_first_suite() -> None:
+    """The replay and scoring path, on real H100 captures that exist already (tests/fixtures/planted/): the
+    first suite's strided copy scored with its own expectations is right on every count, and scored with a
+    wrong expectation it says, in words, what was found instead."""
+    import json
+
+    first = REPO / "examples" / "planted" / "01-strided-copy"
+    spec = json.loads((first / "case.json").read_text())
+    case = P2.PlantedCase(id=spec["id"], title=spec["title"], kind="planted", family="memory",
+                          kernel=spec["bad_kernel"], fixed_kernel=spec["fixed_kernel"],
+                          expected_class=spec["expected_class"], expected_rule=spec["expected_rule"],
+                          lines=P2.marked_lines((first / "planted.cu").read_text()))
+    root = REPO / "tests" / "fixtures" / "planted"
+    s = P2.score_case(case, "dev", root)
+    assert s.all_ok and s.class_ok and s.top_ok and s.line_ok and s.twin_ok, s.misses
+    wrong = case.model_copy(update={"expected_rule": "memory.shared-bank-conflicts", "expected_class": "mixed",
+                                    "must_not": [spec["expected_rule"]]})
+    w = P2.score_case(wrong, "validation", root)
+    assert not (w.class_ok or w.top_ok or w.must_not_ok) and w.line_ok is False
+    assert any(spec["expected_rule"] in m for m in w.misses) and len(w.misses) >= 3, w.misses
+    assert P2.summary([s, w])["top"] == [1, 2]
+
+
+def test_the_scorer_on_recorded_timelines() -> None:
+    """System cases score the traced program's system findings, and its `fixed` run's (recorded CUPTI
+    timelines of examples/system/copy_loop.cu, tests/fixtures/trace/)."""
+    import json
+
+    trace = REPO / "tests" / "fixtures" / "trace"
+    must = json.loads((trace / "copy-loop-planted" / "case.json").read_text())["must_fire"]
+    bad, fixed = P2.replay_system(trace / "copy-loop-planted"), P2.replay_system(trace / "copy-loop-fixed")
+    case = P2.PlantedCase(id="00-copy-loop", title="copy loop", kind="system", family="system", kernel="-",
+                          expected_rule="system.copies-in-loop", also_expected=must)
+    s = P2.score_findings(case, "dev", None, bad, fixed)
+    assert s.also_ok and s.twin_ok and s.class_ok is None and s.line_ok is None, s.misses
+    assert s.top_ok == (bad[0].rule == "system.copies-in-loop")
+
+
+def test_the_suite_page_lists_every_case_in_its_part() -> None:
+    page = (REPO / "docs" / "planted.md").read_text()
+    split = P2.read_split()
+    for c in CASES:
+        assert f"| {c.id} | {split[c.id]} |" in page, f"docs/planted.md: no row for {c.id} ({split[c.id]})"
+
+
+def test_a_single_capture_replays_as_both_stages(tmp_path: Path) -> None:
+    """A case captured in one Nsight Compute run has only deep.ncu-rep: the replay reads it as both stages.
+    On the first suite's recorded strided copy, its deep report alone gives the same kernels and classes."""
+    src = REPO / "tests" / "fixtures" / "planted" / "01-strided-copy"
+    for name in ("deep.ncu-rep", "compile.json", "sass.json"):
+        shutil.copyfile(src / name, tmp_path / name)
+    both, alone = P2.replay_kernels(src), P2.replay_kernels(tmp_path)
+    assert set(alone) == set(both) == {"strided_copy", "coalesced_copy"}
+    assert {n: k.bottleneck.cls for n, k in alone.items()} == {n: k.bottleneck.cls for n, k in both.items()}
+    assert alone["strided_copy"].findings[0].rule == both["strided_copy"].findings[0].rule

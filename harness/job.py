@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.harness import cheats
+from kernelscope.harness import delegation, distribution, probes
 from kernelscope.harness.cheats import Integrity, audit_ops, fallback_findings, implausible_speedup
 from kernelscope.harness.context import JobContext
 from kernelscope.harness.correctness import Inputs, Trials, compare, flatten, side_effects
@@ -50,6 +50,7 @@ class Harness:
         self.findings = Findings()
         self.phases = Phases()
         self.cuda = self.cfg.device.startswith("cuda")
+        self.threads_before = probes.thread_snapshot()  # before any candidate code runs
         self.device = torch.device(self.cfg.device)
         if self.cuda:
             torch.cuda.init()
@@ -79,7 +80,13 @@ class Harness:
         if cfg.profile_only:
             return self.profile_only(ref, ref_model, cand_model, result)
         result["correctness"] = corr = self.correctness(ref, ref_model, cand_model)
+        if corr["correct"]:  # distribution trials and the runtime probes (see distribution.py, probes.py)
+            make = lambda seed: self.inputs.make(ref, seed)  # noqa: E731
+            args = (make, ref_model, cand_model, cfg, self.findings, self.ctx.sync)
+            result["distribution"] = distribution.check(*args)
+            probes.after_correctness(*args, self.threads_before)
         result["ops"] = self.op_audit(ref, ref_model, cand_model)
+        result["delegation"] = self.delegation
         if not corr["correct"]:
             result["verdict"] = "invalid" if self.findings.invalid() else "incorrect"
             return result
@@ -166,12 +173,14 @@ class Harness:
             state.passed += 1
         return ok
 
-    def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, list[str]]:
-        """One forward each, outside timing: the aten ops each side runs."""
+    def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, Any]:
+        """One forward each, outside timing: the aten ops each side runs; then the delegation policy
+        (on a GPU, the candidate's profiled GPU time by op; see delegation.py)."""
         inputs = self.inputs.make(ref, self.cfg.seed + 7)
         ref_ops = audit_ops(ref_model, Inputs.clone(inputs), self.ctx.sync)
         cand_ops = audit_ops(cand_model, Inputs.clone(inputs), self.ctx.sync)
-        cheats.reference_op_findings(ref_ops, cand_ops, self.findings)
+        self.delegation = delegation.audit(cand_model, Inputs.clone(inputs), ref_ops, cand_ops, self.findings,
+                                           policy=self.cfg.tolerance, cuda=self.cuda, sync=self.ctx.sync)
         self.phases.close("op_audit")
         return {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
 

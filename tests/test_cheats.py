@@ -204,3 +204,14 @@ def test_speed_of_light_floor() -> None:
         memory_clock_rate, memory_bus_width = 2_619_000, 5120  # kHz, bits: the H100 SXM's
 
     assert peak_gbps("whatever", Props()) == pytest.approx(3352, rel=1e-3)
+
+
+def test_a_gemm_is_a_gemm() -> None:
+    """mm for the reference's addmm is the library GEMM kept, and on a single-GEMM problem it is invalid."""
+    s = summarize([OpTime("mm", 60.0)], total_us=100.0, ref_ops=GEMM_REF)
+    assert s.library_us == {"mm": 60.0} and s.own_us == 40.0
+    assert decide(s, GEMM_REF, "default").flag[:2] == ("library-ops", "review")  # type: ignore[index]
+    s = summarize([OpTime("addmm", 60.0)], total_us=100.0, ref_ops=["mm"])
+    assert decide(s, ["mm"], "default").flag[1] == "invalid"  # type: ignore[index]
+    # without a GEMM in the reference, a GEMM in the candidate is its own business (glue)
+    assert summarize([OpTime("mm", 60.0)], total_us=100.0, ref_ops=["_softmax"]).library_us == {}

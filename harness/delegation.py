@@ -207,6 +207,11 @@ def audit(fn: Any, inputs: list[Any], ref_ops: list[str], cand_ops: list[str], f
             findings.notes.append(f"delegation: profiling the candidate failed ({type(e).__name__}: {e}); "
                                   "the op audit decides instead")
         else:
+            if summary.total_us <= 0:  # no kernel recorded (no CUPTI here): nothing to weigh
+                findings.notes.append("delegation: the profile recorded no GPU time; the op audit decides instead")
+                reference_op_findings(ref_ops, cand_ops, findings, strict=policy == "strict",
+                                      note=" (op audit: no GPU time recorded)")
+                return None
             d = decide(summary, ref_ops, policy)
             if d.flag is not None:
                 findings.flag_once(d.flag[0], d.flag[1], d.flag[2], d.evidence)

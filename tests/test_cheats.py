@@ -215,3 +215,28 @@ def test_a_gemm_is_a_gemm() -> None:
     assert decide(s, ["mm"], "default").flag[1] == "invalid"  # type: ignore[index]
     # without a GEMM in the reference, a GEMM in the candidate is its own business (glue)
     assert summarize([OpTime("mm", 60.0)], total_us=100.0, ref_ops=["_softmax"]).library_us == {}
+
+
+def test_the_gpu_path_falls_back_to_the_op_audit_when_the_profile_is_empty_or_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelscope.harness import delegation
+
+    monkeypatch.setattr(delegation, "profile_forward", lambda *a, **k: Summary())
+    f = Findings()
+    assert delegation.audit(None, [], ["_softmax"], ["_softmax"], f, policy="default", cuda=True,
+                            sync=lambda: None) is None
+    assert f.flags[0].id == "reference-ops" and "no GPU time recorded" in f.flags[0].message
+
+    def boom(*a: Any, **k: Any) -> Summary:
+        raise RuntimeError("another profiler is running")
+
+    monkeypatch.setattr(delegation, "profile_forward", boom)
+    f = Findings()
+    delegation.audit(None, [], ["_softmax"], ["_softmax"], f, policy="default", cuda=True, sync=lambda: None)
+    assert "profiler failed" in f.flags[0].message and "another profiler" in f.notes[0]
+
+    monkeypatch.setattr(delegation, "profile_forward",
+                        lambda *a, **k: Summary(library_us={"addmm": 70.0}, own_us=30.0))
+    f = Findings()
+    ev = delegation.audit(None, [], GEMM_REF, ["mm"], f, policy="default", cuda=True, sync=lambda: None)
+    assert ev is not None and ev["library_share"] == 0.7 and f.flags[0].id == "library-ops"

@@ -91,3 +91,21 @@ def test_a_candidate_that_raises_on_a_transform_fails_it() -> None:
                 lambda: None)
     assert [r["outcome"] for r in res].count("failed") == 1
     assert findings.flags[0].evidence["transform"] == "non-contiguous layout"
+
+
+def test_running_out_of_memory_for_the_copies_is_no_failure_of_the_candidate() -> None:
+    class Ref(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return x * 2
+
+    class Hungry(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            if x[0, 0] < -1e2:  # the 1e3-scaled trial
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+            return x * 2
+
+    findings = Findings()
+    res = check(lambda seed: [torch.full((4, 4), -1.0) + torch.rand(4, 4) * 0.1], Ref(), Hungry(),
+                Config(device="cpu"), findings, lambda: None)
+    by = {r["transform"]: r["outcome"] for r in res}
+    assert by["scale by 1e3"] == "skipped" and not findings.flags

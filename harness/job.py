@@ -85,6 +85,7 @@ class Harness:
             args = (make, ref_model, cand_model, cfg, self.findings, self.ctx.sync)
             result["distribution"] = distribution.check(*args)
             probes.after_correctness(*args, self.threads_before)
+            self.phases.close("distribution_and_probes")
         result["ops"] = self.op_audit(ref, ref_model, cand_model)
         result["delegation"] = self.delegation
         if not corr["correct"]:
@@ -173,7 +174,7 @@ class Harness:
             state.passed += 1
         return ok
 
-    def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, Any]:
+    def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, list[str]]:
         """One forward each, outside timing: the aten ops each side runs; then the delegation policy
         (on a GPU, the candidate's profiled GPU time by op; see delegation.py)."""
         inputs = self.inputs.make(ref, self.cfg.seed + 7)

@@ -90,8 +90,8 @@ class Harness:
         if corr["correct"]:  # distribution trials and the runtime probes (see distribution.py, probes.py)
             make = lambda seed: self.inputs.make(ref, seed)  # noqa: E731
             args = (make, ref_model, cand_model, cfg, self.findings, self.ctx.sync)
-            result["distribution"] = distribution.check(*args)
-            probes.after_correctness(*args, self.threads_before)
+            result["distribution"] = distribution.check(*args, call=self.guard.call)
+            probes.after_correctness(*args, self.threads_before, call=self.guard.call)
             self.phases.close("distribution_and_probes")
         result["ops"] = self.op_audit(ref, ref_model, cand_model)
         result["delegation"] = self.delegation

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -56,21 +57,26 @@ def check_lazy(outputs: list[Any], findings: Findings) -> None:
 
 
 def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
-                        findings: Findings, sync: Callable[[], None]) -> bool:
+                        findings: Findings, sync: Callable[[], None],
+                        call: Callable[[str], AbstractContextManager[Any]] | None = None) -> bool:
     """Call the candidate on inputs, write new values into the very same tensors, call it again: the
-    output must follow the new contents (a cache keyed by pointer or tensor identity does not)."""
+    output must follow the new contents (a cache keyed by pointer or tensor identity does not). ``call``:
+    the context each candidate call runs in (the harness's state guard)."""
     inputs = make(cfg.seed + 9001)
     fresh = make(cfg.seed + 9002)
+    guarded = call or (lambda _: nullcontext())
     with torch.no_grad():
-        first = flatten(cand_model(*inputs))
-        sync()
+        with guarded("forward (pointer-cache probe)"):
+            first = flatten(cand_model(*inputs))
+            sync()
         check_lazy(first, findings)
         for x, y in zip(inputs, fresh, strict=True):
             if isinstance(x, torch.Tensor) and x.is_floating_point():
                 x.copy_(y)
         ref_out = flatten(ref_model(*[y.clone() if isinstance(y, torch.Tensor) else y for y in fresh]))
-        second = flatten(cand_model(*inputs))
-        sync()
+        with guarded("forward (pointer-cache probe)"):
+            second = flatten(cand_model(*inputs))
+            sync()
     ok, info = compare(ref_out, second, 0, cfg, Findings())
     if not ok:
         findings.flag_once("pointer-cache", "invalid",
@@ -81,7 +87,8 @@ def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_m
 
 
 def after_correctness(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
-                      findings: Findings, sync: Callable[[], None], threads_before: set[int]) -> None:
+                      findings: Findings, sync: Callable[[], None], threads_before: set[int],
+                      call: Callable[[str], AbstractContextManager[Any]] | None = None) -> None:
     """The probes, in order: pointer-keyed caches (with lazy outputs), then threads left behind."""
-    check_pointer_cache(make, ref_model, cand_model, cfg, findings, sync)
+    check_pointer_cache(make, ref_model, cand_model, cfg, findings, sync, call)
     check_threads(threads_before, findings)

@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the harness needs torch (its CPU build is enough)")
 
+from kernelscope.harness.correctness import compare  # noqa: E402
 from kernelscope.harness.distribution import TRANSFORMS, check, transform_inputs  # noqa: E402
 from kernelscope.harness.protocol import Config, Findings  # noqa: E402
 from kernelscope.models.requests import EvalRequest  # noqa: E402
@@ -90,7 +91,83 @@ def test_a_candidate_that_raises_on_a_transform_fails_it() -> None:
     res = check(lambda seed: [torch.randn(8, 8)], Ref(), ContiguousOnly(), Config(device="cpu"), findings,
                 lambda: None)
     assert [r["outcome"] for r in res].count("failed") == 1
-    assert findings.flags[0].evidence["transform"] == "non-contiguous layout"
+    # a layout-only failure (a kernel reading raw pointers): for review, never invalid
+    (f,) = findings.flags
+    assert f.id == "non-contiguous-inputs" and f.severity == "review" and ".contiguous()" in f.message
+    assert f.evidence["transform"] == "non-contiguous layout"
+
+
+class RowSum(torch.nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.sum(x, dim=1)
+
+
+class BlockedRowSum(torch.nn.Module):
+    """An honest row sum in another order (partial sums of 64 columns, then their sum): fp32 rounding
+    differs from the reference's by a few ulps of the output."""
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x.reshape(x.shape[0], -1, 64).sum(dim=2).sum(dim=1)
+
+
+def row_sum_inputs(seed: int) -> list:
+    return [torch.randn(4096, 2048, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_each_transform_compares_with_its_own_tolerance() -> None:
+    """The 1e3-scaled row sum: outputs 1e3 times larger, so is the atol; the unscaled one refuses it."""
+    findings = Findings()
+    res = check(row_sum_inputs, RowSum(), BlockedRowSum(), Config(device="cpu", seed=1), findings, lambda: None)
+    by = {r["transform"]: r for r in res}
+    assert all(r["outcome"] == "ok" for r in res), res
+    assert not findings.flags
+    base = by["sign flip (-x)"]["atol"][0]
+    assert base == pytest.approx(1e-4)  # the default policy's fp32 atol: the sign keeps the magnitude
+    assert by["scale by 1e3"]["atol"][0] == pytest.approx(1e3 * base, rel=1e-6)
+    assert by["scale by 1e-3"]["atol"][0] == pytest.approx(1e-3 * base, rel=1e-6)
+    # the same trial under the policy's unscaled atol fails: what refused the honest kernel on the GPU
+    x = row_sum_inputs(1)[0] * 1e3
+    ok, _ = compare([RowSum()(x)], [BlockedRowSum()(x)], 0, Config(device="cpu"), Findings())
+    assert not ok
+
+
+def test_a_transform_that_makes_the_reference_ill_conditioned_is_skipped_with_the_reason() -> None:
+    class Cancels(torch.nn.Module):  # (x + 1000) - 1000: exact in float64, not in float32 for small x
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return (x + 1000.0) - 1000.0
+
+    class Plain(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return x.clone()
+
+    findings = Findings()
+    res = check(lambda seed: [torch.randn(64, 64, generator=torch.Generator().manual_seed(seed))], Cancels(),
+                Plain(), Config(device="cpu"), findings, lambda: None)
+    by = {r["transform"]: r for r in res}
+    assert by["scale by 1e-3"]["outcome"] == "skipped"
+    assert "loses precision against float64" in by["scale by 1e-3"]["error"]
+    assert by["scale by 1e3"]["outcome"] == "ok"  # well-conditioned there: a real trial
+    assert not findings.flags
+    assert "loses precision" in next(n for n in findings.notes if n.startswith("distribution trials:"))
+
+
+def test_a_value_failure_stays_invalid_beside_a_layout_failure() -> None:
+    class Ref(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return torch.relu(x)
+
+    class PositiveOnlyContiguousOnly(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            if not x.is_contiguous():
+                raise RuntimeError("expected a contiguous input")
+            return x.clone()
+
+    findings = Findings()
+    check(lambda seed: [torch.rand(8, 8) + 0.1], Ref(), PositiveOnlyContiguousOnly(), Config(device="cpu"),
+          findings, lambda: None)
+    by = {f.id: f for f in findings.flags}
+    assert by["distribution"].severity == "invalid" and by["distribution"].evidence["transform"] == "sign flip (-x)"
+    assert by["non-contiguous-inputs"].severity == "review"
 
 
 def test_running_out_of_memory_for_the_copies_is_no_failure_of_the_candidate() -> None:

@@ -81,16 +81,17 @@ def magnitude(t: Any) -> float:
     return total / t.numel()
 
 
-def scaled_tolerances(cfg: Config, original: list[Any], transformed: list[Any]) -> list[tuple[float, float]]:
+def scaled_tolerances(cfg: Config, original: list[float], transformed: list[Any]) -> list[tuple[float, float]]:
     """(rtol, atol) per output for a transform: the policy's atol times the ratio of the transformed
-    reference output's magnitude to the original's (1 where either is 0 or the output is not floating)."""
+    reference output's magnitude to the original's (``original``: those magnitudes; a ratio of 1 where
+    either is 0, and (0, 0) for outputs that are not floating)."""
     out = []
-    for r0, r1 in zip(original, transformed, strict=True):
+    for m0, r1 in zip(original, transformed, strict=True):
         if not _floating(r1):
             out.append((0.0, 0.0))
             continue
         rtol, atol = tolerance(cfg, r1.dtype)
-        m0, m1 = magnitude(r0), magnitude(r1)
+        m1 = magnitude(r1)
         out.append((rtol, atol * (m1 / m0 if m0 > 0 and m1 > 0 else 1.0)))
     return out
 
@@ -133,8 +134,8 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     """One transformed trial: ``{"transform", "outcome": ok|failed|skipped, "error"?, "atol"?}``."""
     ref_in = transform_inputs(inputs, fn)
     try:  # each side gets its own transformed copies (the layout transform keeps its strides)
-        with torch.no_grad():
-            original = flatten(ref_model(*inputs))
+        with torch.no_grad():  # the original output's magnitudes only: it is not kept
+            original = [magnitude(o) for o in flatten(ref_model(*inputs))]
             ref_out = flatten(ref_model(*ref_in))
         sync()
     except torch.cuda.OutOfMemoryError:
@@ -144,7 +145,6 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     if not _finite(ref_out):
         return {"transform": name, "outcome": "skipped", "error": "reference output not finite"}
     tols = scaled_tolerances(cfg, original, ref_out)
-    del original
     if (why := ill_conditioned(ref_model, ref_in, ref_out, tols, cfg)) is not None:
         return {"transform": name, "outcome": "skipped", "error": why}
     del ref_in

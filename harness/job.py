@@ -18,6 +18,7 @@ from kernelscope.harness.cheats import Integrity, audit_ops, fallback_findings, 
 from kernelscope.harness.context import JobContext
 from kernelscope.harness.correctness import Inputs, Trials, compare, flatten, side_effects
 from kernelscope.harness.guard import Attributed, StateGuard, blame, is_device_fault
+from kernelscope.harness.kernels import OwnKernels, candidate_kernels
 from kernelscope.harness.memory import MemoryPlan, Sizes, TooLarge, plan, tensor_bytes
 from kernelscope.harness.observers import Measured, Observer, default_observers
 from kernelscope.harness.protocol import (
@@ -63,6 +64,8 @@ class Harness:
         self.integrity = Integrity(torch, self.cuda, self.findings, allow_tf32=self.cfg.allow_tf32)
         self.guard = StateGuard(torch, self.cuda, self.findings)
         self.plan: MemoryPlan | None = None
+        self.own_kernels = OwnKernels()  # the kernels the candidate's sources define (delegation.py)
+        self.delegation: dict[str, Any] | None = None
         self.ctx = JobContext(self.cfg, self.findings, self.integrity.originals, self.device, self.cuda)
         self.observers = observers if observers is not None else default_observers(self.cfg, self.cuda)
         for o in self.observers:
@@ -126,6 +129,7 @@ class Harness:
             ref = load_module(cfg.reference_path, "ks_reference")
         with open(cfg.candidate_path) as f:
             cand_src = f.read()
+        self.own_kernels = candidate_kernels(cfg.candidate_path, cand_src)
         for flag in fallback_findings(cand_src):
             self.findings.flags.append(Flag(**flag))
         with self.guard.call("import", rng=False):
@@ -228,9 +232,9 @@ class Harness:
             ref_ops = audit_ops(ref_model, Inputs.clone(inputs), self.ctx.sync)
         with self.guard.call("forward (op audit)"):
             cand_ops = audit_ops(cand_model, Inputs.clone(inputs), self.ctx.sync)
-        with self.guard.call("forward (delegation profile)"):
-            self.delegation = delegation.audit(cand_model, Inputs.clone(inputs), ref_ops, cand_ops, self.findings,
-                                               policy=self.cfg.tolerance, cuda=self.cuda, sync=self.ctx.sync)
+        self.delegation = delegation.audit(cand_model, Inputs.clone(inputs), ref_ops, cand_ops, self.findings,
+                                           policy=self.cfg.tolerance, cuda=self.cuda, sync=self.ctx.sync,
+                                           own=self.own_kernels, call=self.guard.call)
         self.phases.close("op_audit")
         return {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
 

@@ -1,6 +1,7 @@
-"""The delegation policy and the new cheats on a real GPU: a fused level-2 candidate that keeps the
-library GEMM is valid with its share, a pure delegation is invalid, an L2-persistence candidate is
-caught, and a time faster than the speed of light is refused."""
+"""The delegation policy and the new cheats on a real GPU: fused level-2 candidates that keep the
+library GEMM (their epilogue through kernelscope.fast or load_inline) are valid with their share, a pure
+delegation and the torch.sum cheat are invalid, an L2-persistence candidate is caught, and a time faster
+than the speed of light is refused."""
 
 from __future__ import annotations
 
@@ -36,6 +37,27 @@ def test_a_fused_level2_candidate_keeping_the_library_gemm_is_valid_with_its_sha
     assert 0.5 < float(f.evidence["library_share"]) < 1.0  # type: ignore[arg-type]
     assert float(f.evidence["own_share"]) > 0.01  # type: ignore[arg-type]
     assert r.verdict in ("faster", "slower", "inconclusive")
+
+
+def test_a_fused_load_inline_candidate_keeping_torch_matmul_is_valid_with_its_share() -> None:
+    """cuBLAS through torch.matmul, bias + ReLU + scale in its own load_inline kernel: on the H100 its
+    kernel went unattributed (own share 0%) and the candidate was refused."""
+    r = ev("gpu_fused_gemm_inline.py", "gpu_ref_gemm_relu.py", timeout_s=300)  # the extension builds first
+    assert r.correctness and r.correctness.correct, (r.error, r.correctness)
+    assert not [f for f in r.flags if f.severity == "invalid"], r.flags
+    f = next(f for f in r.flags if f.id == "library-ops")
+    assert f.severity == "review" and f.evidence["ops"] == ["mm"] and f.evidence["source"] == "gpu"
+    assert "fused_bias_relu_scale" in f.evidence["kernels"]["own"], f.evidence  # type: ignore[index]
+    assert float(f.evidence["own_share"]) > 0 and 0.5 < float(f.evidence["library_share"]) < 1.0  # type: ignore[arg-type]
+
+
+def test_the_torch_sum_cheat_is_invalid() -> None:
+    ref = Path(__file__).resolve().parent.parent / "examples" / "problems" / "row_sum" / "reference.py"
+    r = eval_candidate(EvalRequest(reference_path=str(ref), candidate_path=str(CASES / "sum_cheat.py"),
+                                   device="cuda", timing_budget_s=0.3, trials=3, timeout_s=180))
+    f = next(f for f in r.flags if f.id == "reference-ops")
+    assert f.severity == "invalid" and "single main operator (sum)" in f.message and r.verdict == "invalid"
+    assert f.evidence["profile"]["library_share"] > 0.5, f.evidence  # type: ignore[index]
 
 
 def test_the_strict_policy_refuses_the_same_candidate() -> None:

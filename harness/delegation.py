@@ -236,7 +236,8 @@ def launches_from_events(events: list[Any], *, cuda: bool, window: str) -> list[
             linked[(k.name, round(float(k.duration), 3))] += 1
     cpu_names = {e.name for e in cpu}
     for e in events:  # device events no CPU event claims: unattributed
-        if _is_cpu(e) or getattr(e, "is_user_annotation", False) or e.name in cpu_names:
+        annotation = getattr(e, "is_user_annotation", None)  # a record_function range's span on the GPU
+        if _is_cpu(e) or annotation or (annotation is None and e.name in cpu_names):  # (older torch: by name)
             continue
         key = (e.name, round(float(e.time_range.end - e.time_range.start), 3))
         if linked[key] > 0:

@@ -206,3 +206,25 @@ def test_a_gpu_recording(case: str) -> None:
     else:
         flag, ev = decide(s, "default")
         assert flag[:2] == ("library-ops", "review") and s.own_us > 0 and ev["ops"] == ["mm"], (flag, ev)
+
+
+def test_a_profile_with_no_gpu_time_leaves_the_decision_to_the_op_audit() -> None:
+    """The GPU reading of a recording without device events (no CUPTI) has no launches; the candidate that
+    keeps the library GEMM is then refused with the reason, and a note says why."""
+    a = torch.randn(64, 64)
+    no_kernels = lambda fn, inputs, **kw: launches_from_events(  # noqa: E731
+        _recorded(fn, inputs), cuda=True, window="ks::candidate_forward")
+    assert no_kernels(lambda x: torch.mm(x, a), [a]) == []
+    ref = lambda x: torch.relu(torch.nn.functional.linear(x, a)) * 0.5  # noqa: E731
+    findings, ev = run_audit(lambda x: fused(x, a.t()), [a], ref, profile=no_kernels)
+    (f,) = findings.flags
+    assert ev is None and f.severity == "invalid" and "recorded no GPU time" in f.message
+    assert any("recorded no GPU time" in n for n in findings.notes)
+
+
+def _recorded(fn: Any, inputs: list[Any]) -> list[Any]:
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("ks::candidate_forward"):
+        fn(*inputs)
+    return list(prof.events())

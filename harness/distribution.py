@@ -108,7 +108,32 @@ def compare_scaled(ref: list[Any], cand: list[Any], tols: list[tuple[float, floa
     return True, {}
 
 
-def ill_conditioned(ref_model: Any, inputs: list[Any], native: list[Any], tols: list[tuple[float, float]],
+def _model_bytes(model: Any) -> int:
+    tensors = list(getattr(model, "parameters", list)()) + list(getattr(model, "buffers", list)())
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class Float64:
+    """The reference in float64, built once for all the transforms (None where it cannot be: too large,
+    or not a module that converts)."""
+
+    def __init__(self, ref_model: Any) -> None:
+        self.ref_model = ref_model
+        self.model: Any = None
+        self.tried = False
+
+    def get(self) -> Any:
+        if not self.tried:
+            self.tried = True
+            try:
+                if _model_bytes(self.ref_model) <= FP64_MAX_BYTES:
+                    self.model = copy.deepcopy(self.ref_model).double()
+            except Exception:  # not a module, or no memory for the copy: no conditioning check
+                self.model = None
+        return self.model
+
+
+def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: list[tuple[float, float]],
                     cfg: Config) -> str | None:
     """Why the reference itself is unreliable on these inputs (its native output against the same model
     in float64 differs by more than the tolerance), or None; None also where no float64 run is possible."""
@@ -116,8 +141,9 @@ def ill_conditioned(ref_model: Any, inputs: list[Any], native: list[Any], tols: 
         return None
     if sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) > FP64_MAX_BYTES:
         return None
+    if (model64 := fp64.get()) is None:
+        return None
     try:
-        model64 = copy.deepcopy(ref_model).double()
         with torch.no_grad():
             exact = flatten(model64(*[x.double() if _floating(x) else x for x in inputs]))
         exact = [e.to(n.dtype) if _floating(e) and _floating(n) else e for e, n in zip(exact, native, strict=True)]
@@ -130,7 +156,7 @@ def ill_conditioned(ref_model: Any, inputs: list[Any], native: list[Any], tols: 
 
 
 def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_model: Any, cfg: Config,
-          sync: Callable[[], None], call: Call | None = None) -> dict[str, Any]:
+          sync: Callable[[], None], call: Call | None = None, fp64: Float64 | None = None) -> dict[str, Any]:
     """One transformed trial: ``{"transform", "outcome": ok|failed|skipped, "error"?, "atol"?}``."""
     ref_in = transform_inputs(inputs, fn)
     try:  # each side gets its own transformed copies (the layout transform keeps its strides)
@@ -145,7 +171,7 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     if not _finite(ref_out):
         return {"transform": name, "outcome": "skipped", "error": "reference output not finite"}
     tols = scaled_tolerances(cfg, original, ref_out)
-    if (why := ill_conditioned(ref_model, ref_in, ref_out, tols, cfg)) is not None:
+    if (why := ill_conditioned(fp64 or Float64(ref_model), ref_in, ref_out, tols, cfg)) is not None:
         return {"transform": name, "outcome": "skipped", "error": why}
     del ref_in
     cand_in = transform_inputs(inputs, fn)
@@ -171,10 +197,11 @@ def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg
     flag, a layout failure a ``non-contiguous-inputs`` review flag. ``call``: the context each candidate
     call runs in (the harness's state guard)."""
     results: list[dict[str, Any]] = []
+    fp64 = Float64(ref_model)
     for k, (name, fn) in enumerate(transforms if transforms is not None else TRANSFORMS):
         inputs = make(cfg.seed + 5000 + k)
         try:
-            results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call))
+            results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call, fp64))
         except Exception as e:
             if not _out_of_memory(e):  # the candidate raised on inputs the reference accepts
                 results.append({"transform": name, "outcome": "failed", "error": f"{type(e).__name__}: {e}"})
@@ -183,6 +210,7 @@ def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
         del inputs
+    del fp64
     flag(results, cfg, findings)
     done = ", ".join(f"{r['transform']}: {r['outcome']}" + (f" ({r['error']})" if r["outcome"] == "skipped" else "")
                      for r in results)

@@ -161,7 +161,9 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     ref_in = transform_inputs(inputs, fn)
     try:  # each side gets its own transformed copies (the layout transform keeps its strides)
         with torch.no_grad():  # the original output's magnitudes only: it is not kept
-            original = [magnitude(o) for o in flatten(ref_model(*inputs))]
+            own = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]  # a reference may write them
+            original = [magnitude(o) for o in flatten(ref_model(*own))]
+            del own
             ref_out = flatten(ref_model(*ref_in))
         sync()
     except torch.cuda.OutOfMemoryError:

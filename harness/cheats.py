@@ -105,18 +105,22 @@ def audit_ops(fn: Any, inputs: list[Any], sync: Callable[[], None]) -> list[str]
     return seen
 
 
-def reference_op_findings(ref_ops: list[str], cand_ops: list[str], findings: Findings) -> None:
+def reference_op_findings(ref_ops: list[str], cand_ops: list[str], findings: Findings, *, note: str = "",
+                          strict: bool = False, glue_only: bool = False) -> None:
+    """The op audit: the candidate calling the reference's main ops (any compute op under ``strict``) is
+    ``invalid``; other shared ops are glue, for review. ``glue_only``: the main ops were judged already
+    (by the delegation policy on the GPU)."""
     rc = {o for o in ref_ops if o not in NON_COMPUTE}
     cc = {o for o in cand_ops if o not in NON_COMPUTE}
     shared = rc & cc
     if not shared:
         return
-    main_tier = next((tier & rc for tier in TIERS if tier & rc), rc)
-    main_used = sorted(main_tier & cc)
+    main_tier = rc if strict else next((tier & rc for tier in TIERS if tier & rc), rc)
+    main_used = [] if glue_only else sorted(main_tier & cc)
     if main_used:
         findings.flag_once("reference-ops", "invalid",
                            f"the candidate calls the reference's main PyTorch ops ({', '.join(main_used)}) instead "
-                           "of its own kernel.", {"ops": main_used})
+                           f"of its own kernel{note}.", {"ops": main_used, "policy": "op-audit"})
     else:
         findings.flag_once("shared-torch-ops", "review",
                            f"the candidate also calls PyTorch ops the reference uses ({', '.join(sorted(shared))}); "

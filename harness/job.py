@@ -13,11 +13,12 @@ from typing import Any
 
 import torch
 
-from kernelscope.harness import cheats
+from kernelscope.harness import delegation, distribution, probes
 from kernelscope.harness.cheats import Integrity, audit_ops, fallback_findings, implausible_speedup
 from kernelscope.harness.context import JobContext
 from kernelscope.harness.correctness import Inputs, Trials, compare, flatten, side_effects
 from kernelscope.harness.guard import Attributed, StateGuard, blame, is_device_fault
+from kernelscope.harness.kernels import OwnKernels, candidate_kernels
 from kernelscope.harness.memory import MemoryPlan, Sizes, TooLarge, plan, tensor_bytes
 from kernelscope.harness.observers import Measured, Observer, default_observers
 from kernelscope.harness.protocol import (
@@ -55,6 +56,7 @@ class Harness:
         self.findings = Findings()
         self.phases = Phases()
         self.cuda = self.cfg.device.startswith("cuda")
+        self.threads_before = probes.thread_snapshot()  # before any candidate code runs
         self.device = torch.device(self.cfg.device)
         if self.cuda:
             torch.cuda.init()
@@ -62,6 +64,8 @@ class Harness:
         self.integrity = Integrity(torch, self.cuda, self.findings, allow_tf32=self.cfg.allow_tf32)
         self.guard = StateGuard(torch, self.cuda, self.findings)
         self.plan: MemoryPlan | None = None
+        self.own_kernels = OwnKernels()  # the kernels the candidate's sources define (delegation.py)
+        self.delegation: dict[str, Any] | None = None
         self.ctx = JobContext(self.cfg, self.findings, self.integrity.originals, self.device, self.cuda)
         self.observers = observers if observers is not None else default_observers(self.cfg, self.cuda)
         for o in self.observers:
@@ -86,7 +90,14 @@ class Harness:
         if cfg.profile_only:
             return self.profile_only(ref, ref_model, cand_model, result)
         result["correctness"] = corr = self.correctness(ref, ref_model, cand_model)
+        if corr["correct"]:  # distribution trials and the runtime probes (see distribution.py, probes.py)
+            make = lambda seed: self.inputs.make(ref, seed)  # noqa: E731
+            args = (make, ref_model, cand_model, cfg, self.findings, self.ctx.sync)
+            result["distribution"] = distribution.check(*args, call=self.guard.call)
+            probes.after_correctness(*args, self.threads_before, call=self.guard.call)
+            self.phases.close("distribution_and_probes")
         result["ops"] = self.op_audit(ref, ref_model, cand_model)
+        result["delegation"] = self.delegation
         if not corr["correct"]:
             result["verdict"] = "invalid" if self.findings.invalid() else "incorrect"
             return result
@@ -118,6 +129,7 @@ class Harness:
             ref = load_module(cfg.reference_path, "ks_reference")
         with open(cfg.candidate_path) as f:
             cand_src = f.read()
+        self.own_kernels = candidate_kernels(cfg.candidate_path, cand_src)
         for flag in fallback_findings(cand_src):
             self.findings.flags.append(Flag(**flag))
         with self.guard.call("import", rng=False):
@@ -213,13 +225,16 @@ class Harness:
         return p
 
     def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, list[str]]:
-        """One forward each, outside timing: the aten ops each side runs."""
+        """One forward each, outside timing: the aten ops each side runs; then the delegation policy
+        (on a GPU, the candidate's profiled GPU time by op; see delegation.py)."""
         inputs = self.inputs.make(ref, self.cfg.seed + 7)
         with blame("reference", "forward (op audit)"):
             ref_ops = audit_ops(ref_model, Inputs.clone(inputs), self.ctx.sync)
         with self.guard.call("forward (op audit)"):
             cand_ops = audit_ops(cand_model, Inputs.clone(inputs), self.ctx.sync)
-        cheats.reference_op_findings(ref_ops, cand_ops, self.findings)
+        self.delegation = delegation.audit(cand_model, Inputs.clone(inputs), ref_ops, cand_ops, self.findings,
+                                           policy=self.cfg.tolerance, cuda=self.cuda, sync=self.ctx.sync,
+                                           own=self.own_kernels, call=self.guard.call)
         self.phases.close("op_audit")
         return {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
 

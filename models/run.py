@@ -92,8 +92,10 @@ class EnergyReading(BaseModel):
 
 
 class CheatFlag(BaseModel):
-    id: str = Field(description="e.g. reference-ops, fallback-to-torch, side-stream, timer-tampering, "
-                                "cached-output, lazy-output, precision-downgrade, global-state, implausible-speedup")
+    id: str = Field(description="e.g. reference-ops, library-ops, fallback-to-torch, side-stream, timer-tampering, "
+                                "cached-output, pointer-cache, lazy-output, background-threads, l2-persistence, "
+                                "distribution, non-contiguous-inputs, speed-of-light, precision-downgrade, "
+                                "global-state, implausible-speedup")
     severity: Literal["invalid", "review"]
     message: str
     evidence: dict[str, object] = Field(default_factory=dict)

@@ -39,10 +39,12 @@ from kernelscope.harness.observers import (  # noqa: E402
     Energy,
     FlushProbe,
     HostCover,
+    L2Persistence,
     Measured,
     Observer,
     Round,
     SideStreams,
+    SpeedOfLight,
     TimingRun,
     default_observers,
 )
@@ -139,9 +141,11 @@ def test_an_incorrect_candidate_is_never_timed_so_no_observer_runs(tmp_path: Pat
 def test_the_default_observers() -> None:
     assert [type(o) for o in default_observers(Config(device="cpu"), cuda=False)] == [SideStreams]
     gpu = default_observers(Config(measure_energy=True), cuda=True)
-    # the host cover's wait is enqueued before the flush, so it comes first
-    assert [type(o) for o in gpu] == [HostCover, FlushProbe, SideStreams, Energy]
-    assert [type(o) for o in default_observers(Config(flush_l2=False), cuda=True)] == [HostCover, SideStreams]
+    # the host cover's wait is enqueued before the flush, so it comes first; persisting L2 lines are reset
+    # before the flush too, so that it evicts them
+    assert [type(o) for o in gpu] == [HostCover, L2Persistence, FlushProbe, SideStreams, SpeedOfLight, Energy]
+    assert [type(o) for o in default_observers(Config(flush_l2=False), cuda=True)] == [
+        HostCover, L2Persistence, SideStreams, SpeedOfLight]
 
 
 def test_the_fork_server_child_refuses_a_job_whose_limits_it_cannot_apply(

@@ -38,7 +38,9 @@ def config_from_args(args: Any) -> OptimizeConfig:
                           server=args.server, device=args.device,
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
-                          objective=args.objective, tolerance=args.tolerance)
+                          objective=args.objective, tolerance=args.tolerance,
+                          **{k: getattr(args, k) for k in ("base_url", "cutlass_tools", "feedback", "feedback_tokens",
+                                                           "profile_within") if getattr(args, k, None) is not None})
 
 
 def summary_text(summary: OptimizeSummary) -> str:

@@ -51,10 +51,10 @@ def _note(parts: list[Part], budget: int) -> str:
             groups.setdefault(p.kind, []).append(p.name)
     what = []
     for kind, names in groups.items():
-        named = [n for n in dict.fromkeys(names) if n][:4]
+        named = [n for n in dict.fromkeys(names) if n][:3] if kind == "finding" else []
         more = f" +{len(names) - len(named)}" if named and len(names) > len(named) else ""
         what.append(f"{len(names)} x {kind}" + (f" ({', '.join(named)}{more})" if named else ""))
-    return f"[dropped to fit {budget} tokens, least important first: {'; '.join(what)}]"
+    return f"[dropped to fit {budget} tokens: {'; '.join(what)}]"
 
 
 def fit(parts: list[Part], budget: int) -> str:
@@ -87,8 +87,8 @@ _FIX = re.compile(r"^\s+fix (\d+): ")
 
 
 def summary_parts(text: str) -> list[Part]:
-    """The server's `analyze` summary, read line by line into ranked parts: the header and each kernel's
-    class line first, then its findings in their rank (title and diagnosis, evidence, first fix), its top
+    """The server's `analyze` summary, read line by line into ranked parts: the costliest kernel's class
+    line first, the header, then the kernel's findings in their rank (title and diagnosis, evidence, first fix), its top
     stalls and hot lines, later fixes, notes, Nsight Compute's titles, the report ids last. A line of no
     known kind stays with the part before it."""
     parts: list[Part] = []
@@ -103,7 +103,7 @@ def summary_parts(text: str) -> list[Part]:
     for line in text.splitlines():
         if m := _KERNEL.match(line):
             j, i, finding = j + 1, 0, None
-            base = 2.0 + 4.0 * j
+            base = 4.0 * j
             kernel = add(line, base, "kernel", m.group(1).split(" [")[0][:40])
         elif m := _FINDING.match(line):
             owner = kernel if m.group(1) else None
@@ -132,7 +132,7 @@ def summary_parts(text: str) -> list[Part]:
         elif parts and (line.startswith(" ") or kernel is not None):
             parts[-1].lines.append(line)  # a diagnosis, a wrapped line: with its part
         else:
-            add(line, 0.0, "header")
+            add(line, 0.5, "header")
     return parts
 
 
@@ -168,7 +168,7 @@ def _kernel_rows(k: dict[str, Any], j: int) -> list[Part]:
         rows.append(("dram", "dram__bytes_read.sum + dram__bytes_write.sum", roof["dram_bytes"], " B"))
     evidence = list(b.get("evidence") or []) + [e for f in k.get("findings") or [] for e in f.get("evidence") or []]
     for e in evidence:
-        if isinstance(e.get("value"), (int, float)) and e.get("metric"):
+        if isinstance(e.get("value"), (int, float)) and "__" in (e.get("metric") or ""):  # a profiler metric
             at = f" at {e['line']}" if e.get("line") else ""
             unit = f" {e['unit']}" if e.get("unit") else ""
             rows.append((e["metric"] + at, e["metric"] + at, float(e["value"]), unit))
@@ -188,9 +188,10 @@ def _kernel_rows(k: dict[str, Any], j: int) -> list[Part]:
 
 
 def raw_table(result: dict[str, Any], budget: int) -> str:
-    """The raw arm: every measured value of an `analyze` answer (launch configuration, duration, FLOPs and
-    DRAM bytes, the metrics the classes and rules read, stall cycles, lines with the most samples) as one
-    table per kernel, without class, findings, thresholds or fixes; under ``budget`` estimated tokens."""
+    """The raw arm: the measured values of an `analyze` answer (launch configuration, duration, FLOPs and
+    DRAM bytes, the profiler metrics the classes and rules read, stall cycles, lines with the most samples)
+    as one table per kernel, without class, findings, thresholds, fixes or the rules' derived figures;
+    under ``budget`` estimated tokens."""
     if result.get("status") != "ok":
         return f"(no counters: analyze answered {result.get('status')}: {result.get('explanation') or ''})"[:400]
     parts = [p for j, k in enumerate(result.get("kernels") or []) for p in _kernel_rows(k, j)]

@@ -124,6 +124,15 @@ def test_the_raw_arm_has_the_counters_and_none_of_the_diagnosis() -> None:
         assert small.splitlines()[-1].startswith("[dropped to fit 400 tokens") or small == table, name
 
 
+def test_the_host_summary_names_the_hot_source_lines() -> None:
+    """A kernel's lines with the most warp samples are in the text a host reads (and so in the prompt)."""
+    result = dict(_profiles())["softmax/start"]
+    kern = {**result["kernels"][0], "hot_lines": ["candidate.cu:57  `m = fmaxf(m, a[j]);`"]}
+    text = host_text({**result, "kernels": [kern]})
+    assert "  hot lines (most warp samples): candidate.cu:57  `m = fmaxf(m, a[j]);`" in text.splitlines()
+    assert "hot lines" in fit_summary(text, 400)
+
+
 def test_the_token_estimate_is_deterministic_and_counts_symbols() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("gpu__time_duration.sum=125216") == estimate_tokens("gpu__time_duration.sum=125216")

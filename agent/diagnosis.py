@@ -200,12 +200,17 @@ def raw_table(result: dict[str, Any], budget: int) -> str:
     return fit(parts, budget)
 
 
-def feedback_text(mode: Feedback, summary: str | None, result: dict[str, Any] | None, budget: int) -> str:
-    """What a prompt shows of one profile in ``mode`` (empty for ``none`` or no profile)."""
+def feedback_text(mode: Feedback, summary: str | None, result: dict[str, Any] | None, budget: int,
+                  details: list[str] | None = None) -> str:
+    """What a prompt shows of one profile in ``mode`` (empty for ``none`` or no profile). A profile kept
+    without its text (run directories written before the text was kept) shows ``details``: one sentence
+    per finding."""
     if mode == "none" or result is None:
         return ""
     if mode == "raw":
         return raw_table(result, budget)
+    if not summary and details:
+        return fit([Part([f"- {d}"], float(i), "finding") for i, d in enumerate(details)], budget)
     return fit_summary(summary or "", budget)
 
 

@@ -182,9 +182,10 @@ class OptimizeLoop:
         got = await self.analyze(source, label, legacy_key=key)
         if got is not None:
             result, summary = got
-            out.profile = feedback_text(self.cfg.feedback, summary, result, self.cfg.feedback_tokens)
+            diagnosed = findings_of(result)
+            out.profile = feedback_text(self.cfg.feedback, summary, result, self.cfg.feedback_tokens, diagnosed[3])
             if self.cfg.feedback == "diagnosis":  # the raw arm shows the model no class and no rule ids
-                out.bottleneck, out.findings, out.severe, out.details = findings_of(result)
+                out.bottleneck, out.findings, out.severe, out.details = diagnosed
         return out
 
     async def profile_reference(self) -> None:
@@ -195,10 +196,12 @@ class OptimizeLoop:
         got = await self.analyze(reference_as_candidate(self.reference), "the reference", legacy_key=self.ref_key)
         if got is None:
             return
-        self.state.reference_bottleneck = findings_of(got[0])[0]
+        diagnosed = findings_of(got[0])
+        self.state.reference_bottleneck = diagnosed[0]
         ctx = getattr(self.proposer.expander, "context", None)
         if ctx is not None:
-            ctx.reference_profile = feedback_text(self.cfg.feedback, got[1], got[0], self.cfg.feedback_tokens // 2)
+            ctx.reference_profile = feedback_text(self.cfg.feedback, got[1], got[0], self.cfg.feedback_tokens // 2,
+                                                  diagnosed[3])
 
     # --------------------------------------------------------------------------------- evaluations
     async def run_tool(self, source: str) -> tuple[Outcome, str, dict[str, Any] | None]:

@@ -133,6 +133,21 @@ def test_the_host_summary_names_the_hot_source_lines() -> None:
     assert "hot lines" in fit_summary(text, 400)
 
 
+def test_a_profile_kept_without_its_text_shows_its_findings() -> None:
+    """Run directories written before the text was kept (like the recorded ones) still give the model the
+    findings, one sentence each, under the budget."""
+    from kernelscope.agent.answers import findings_of
+    from kernelscope.agent.diagnosis import feedback_text
+
+    result = dict(_profiles())["row_sum/start"]
+    details = findings_of(result)[3]
+    text = feedback_text("diagnosis", "", result, 1200, details)
+    assert text.splitlines()[0] == f"- {details[0]}" and "memory.non-vectorized-access" in text
+    short = feedback_text("diagnosis", "", result, 120, details)
+    assert estimate_tokens(short) <= 120 and short.endswith("]")
+    assert feedback_text("none", "x", result, 1200, details) == ""
+
+
 def test_the_token_estimate_is_deterministic_and_counts_symbols() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("gpu__time_duration.sum=125216") == estimate_tokens("gpu__time_duration.sum=125216")

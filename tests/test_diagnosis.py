@@ -324,6 +324,35 @@ async def test_nothing_is_profiled_twice_and_the_budget_holds(tmp_path: Path, h1
     assert len(list((cfg.out / "analysis").glob("*.json"))) == 4
 
 
+@pytest.mark.anyio
+async def test_the_reference_as_the_start_is_profiled_once(tmp_path: Path, h100: Any, endpoint: Any) -> None:
+    """Without a starting candidate the reference is the start: one profile serves as both, and the first
+    prompt shows it once."""
+    sources, measured = h100
+    url, holder = endpoint
+    holder.append(Proposals([sources[3], sources[2]]))
+    cfg = config(tmp_path, sources, url, "diagnosis").model_copy(update={"candidate": None, "budget": 3})
+    calls: Counter[str] = Counter()
+    s = await optimize(cfg, connect=connect_counting(calls))
+    assert s.evaluations == 3 and calls["run"] == 2  # the reference itself is not timed against itself
+    assert calls["analyze"] == measured["analyze"] == 3 and measured["analyze:reference"] == 1
+    first, second = holder[-1].prompts
+    assert "## Profile of the reference" not in first and "cunn_SoftMax" in _section(first, "Profile of the "
+                                                                                        "current candidate")
+    assert "cunn_SoftMax" in _section(second, "Profile of the reference")
+
+
+def test_no_profile_arm_refuses_always_profiling(tmp_path: Path) -> None:
+    from kernelscope.agent.client import analysis_available
+
+    cfg = OptimizeConfig(reference=REPO / "examples/problems/softmax/reference.py", out=tmp_path, device="cuda",
+                         feedback="none")
+    assert analysis_available({"can": {"ncu_profile": True}}, cfg) == \
+        (False, "no profiles: the feedback arm is none (--feedback none)")
+    with pytest.raises(ValueError, match="contradicts --feedback none"):
+        analysis_available({"can": {"ncu_profile": True}}, cfg.model_copy(update={"analyze": "always"}))
+
+
 def test_feedback_options_reach_the_config(tmp_path: Path) -> None:
     from kernelscope.agent.optimize import config_from_args
     from kernelscope.cli import build_parser

@@ -119,8 +119,9 @@ def build_prompt(reference: str, node: Node, memory: SearchMemory, source: str,
     """A proposal: the reference (and its profile), the target, the current candidate with its result and
     profile, what the search has tried."""
     ctx = ctx or PromptContext()
+    is_reference = isinstance(node.payload, dict) and bool(node.payload.get("reference_start"))
     ref_profile = profile_block("Profile of the reference", ctx.reference_profile, ctx, ctx.budget // 2) \
-        if ctx.reference_profile else ""
+        if ctx.reference_profile and not is_reference else ""  # the reference as the start: its profile once
     return (reference_block(reference) + ref_profile + target_block(ctx) +
             f"## Current candidate (node {node.id}: {_result(node)})\n```python\n{source.strip()}\n```\n\n"
             + profile_block("Profile of the current candidate", node.outcome.profile, ctx, ctx.budget) +

@@ -187,12 +187,25 @@ def _optimize_parser(o: argparse.ArgumentParser) -> None:
     o.add_argument("--proposer", choices=["auto", "offline", "anthropic", "openai"], default="auto",
                    help="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY, else offline "
                         "knob tuning")
-    o.add_argument("--model", help="LLM model (OpenAI-compatible endpoints: required; base URL from "
-                                   "OPENAI_BASE_URL)")
+    o.add_argument("--model", help="LLM model (OpenAI-compatible endpoints: required, the name the endpoint serves)")
+    o.add_argument("--base-url", metavar="URL", help="the LLM endpoint, e.g. a local vLLM or ollama server's "
+                                                     "http://localhost:8000/v1 (default: OPENAI_BASE_URL or "
+                                                     "ANTHROPIC_BASE_URL, else the provider's)")
+    o.add_argument("--cutlass-tools", choices=["auto", "never"], default="auto",
+                   help="auto: the model may call search_cutlass/read_cutlass_file while it writes (its endpoint "
+                        "must accept tools); never: no tools are offered")
     o.add_argument("--analyze", choices=["auto", "always", "never"], default="auto",
-                   help="profile the reference, the start and each new best with the analyze tool (auto: when the "
-                        "server can run Nsight Compute)")
-    o.add_argument("--analyze-max", type=int, default=8, help="profiles at most per invocation")
+                   help="profile the reference, the start and each candidate within reach of the best with the "
+                        "analyze tool (auto: when the server can run Nsight Compute)")
+    o.add_argument("--analyze-max", type=int, default=32, help="profiles at most per invocation")
+    o.add_argument("--feedback", choices=["none", "raw", "diagnosis"], default="diagnosis",
+                   help="what the model sees of the profiles: none (no profiling at all), raw (the measured "
+                        "counters only), diagnosis (the server's analyze summary; default)")
+    o.add_argument("--feedback-tokens", type=int, default=1200, metavar="N",
+                   help="estimated tokens of a candidate's profile in a prompt (the reference's: half)")
+    o.add_argument("--profile-within", type=float, default=0.10, metavar="F",
+                   help="profile every correct candidate whose speedup is at least (1 - F) x the best lower "
+                        "confidence bound so far")
     o.add_argument("--objective", choices=["speed", "energy"], default="speed",
                    help="energy: measure joules per call too and reward energy gains after speed")
     o.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,

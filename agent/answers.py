@@ -153,6 +153,6 @@ def trim_analysis(result: dict[str, Any]) -> dict[str, Any]:
     keep = ("status", "explanation", "fixes", "stages", "kernels_total", "launches_profiled", "report_ids",
             "trace_id", "wall_s", "system", "system_findings", "notes")
     out = {k: result.get(k) for k in keep if k in result}
-    out["kernels"] = [{k: v for k, v in kern.items() if k not in ("hot_lines",)}
+    out["kernels"] = [{**kern, "hot_lines": (kern.get("hot_lines") or [])[:3]}
                       for kern in (result.get("kernels") or [])[:6]]
     return out

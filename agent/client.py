@@ -1,6 +1,7 @@
 """The agent's MCP client: it starts `kernelscope serve` over stdio (or connects to a running server's URL)
 as an MCP peer and turns the tools' answers into what the loop needs: an ``Evaluation`` per `run`
-(its ``Outcome`` for the search), an `analyze` profile, what the server's `capabilities` allow.
+(its ``Outcome`` for the search), an `analyze` profile with its text summary, what the server's
+`capabilities` allow, the GPU's peaks.
 
 Nothing here imports the server's code: the same client works against a remote server.
 """
@@ -56,6 +57,10 @@ def analysis_available(caps: dict[str, Any], cfg: OptimizeConfig) -> tuple[bool,
     """Whether to profile, and if not, why not (``caps``: the server's `capabilities` answer)."""
     if cfg.analyze == "never":
         return False, "profiling turned off (--analyze never)"
+    if cfg.feedback == "none":
+        if cfg.analyze == "always":
+            raise ValueError("--analyze always contradicts --feedback none (the arm without profiles)")
+        return False, "no profiles: the feedback arm is none (--feedback none)"
     if cfg.device == "cpu":
         if cfg.analyze == "always":
             raise ValueError("--analyze always needs a GPU: the candidates run on the CPU (--device cpu)")
@@ -81,10 +86,12 @@ class Evaluation:
 
 @dataclass
 class Profile:
-    """One `analyze` answer: the part the run directory keeps, or why there is none."""
+    """One `analyze` answer: the part the run directory keeps and its text summary (what a host reads), or
+    why there is none."""
 
     result: dict[str, Any] | None
     error: str | None = None
+    summary: str = ""
 
 
 class ServerPeer:
@@ -126,7 +133,12 @@ class ServerPeer:
                                                     "timeout_s": self.cfg.timeout_s})
         if r.is_error or not r.structured_content:
             return Profile(None, tool_text(r)[:500])
-        return Profile(trim_analysis(r.structured_content))
+        return Profile(trim_analysis(r.structured_content), summary=tool_text(r))
+
+    async def peaks(self, gpu: str) -> dict[str, Any] | None:
+        """The datasheet peaks the server's `bottleneck_classify` holds for ``gpu`` (None: no table for it)."""
+        r = await self.client.call_tool("bottleneck_classify", {"gpu": gpu, "flops": 0.0})
+        return None if r.is_error else (r.structured_content or {}).get("peaks")
 
     async def offer_cutlass_tools(self, expander: Any) -> None:
         """Let the LLM proposer look up CUTLASS/CuTe sources through the server while it writes: the two

@@ -37,11 +37,24 @@ class OptimizeConfig(BaseModel):
         "auto", description="auto: anthropic if ANTHROPIC_API_KEY is set, else openai if OPENAI_API_KEY is set, "
                             "else the offline knob proposer.")
     model: str | None = Field(None, description="LLM model name (anthropic default: claude-sonnet-4-5).")
+    base_url: str | None = Field(None, description="The LLM endpoint (e.g. a local vLLM or ollama server's "
+                                                   "http://localhost:8000/v1); None: OPENAI_BASE_URL or "
+                                                   "ANTHROPIC_BASE_URL, else the provider's own.")
     analyze: Literal["auto", "always", "never"] = Field(
         "auto", description="Profile with the `analyze` tool: auto when the server says Nsight Compute works "
                             "there and the device is not the CPU; always (a failure to profile is then an error).")
-    analyze_max: int = Field(8, ge=0, le=1000, description="Profiles at most per invocation (the reference, the "
-                                                           "start, then each new best).")
+    analyze_max: int = Field(32, ge=0, le=1000, description="Profiles at most per invocation (the reference, the "
+                                                            "start, then each candidate within reach of the best).")
+    feedback: Literal["none", "raw", "diagnosis"] = Field(
+        "diagnosis", description="What the model is shown of the profiles (the published study's three arms): none "
+                                 "(no profile: analyze is never called), raw (the measured counters of each analyze "
+                                 "answer, without class, findings or fixes), diagnosis (the server's analyze summary).")
+    feedback_tokens: int = Field(1200, ge=100, le=32000, description="Estimated tokens of the current candidate's "
+                                                                    "profile in a prompt (the reference's: half); "
+                                                                    "the lowest-ranked parts are dropped first.")
+    profile_within: float = Field(0.10, ge=0, le=1, description="Profile every correct candidate whose speedup is at "
+                                                                "least (1 - this) x the best lower confidence bound "
+                                                                "so far (and the start).")
     objective: Literal["speed", "energy"] = Field(
         "speed", description="energy: measure NVML energy per call and add energy_weight x log2(energy gain) to "
                              "the reward (speed first, energy second).")

@@ -7,10 +7,12 @@ was evaluated before, and repaired once by an LLM proposer when it failed (did n
 incorrect or invalid: the repair turn carries what went wrong). After every evaluation the tree, the
 summary and the report are rewritten (``checkpoint``), so an interrupted run (Ctrl-C, cancellation) keeps
 them; at the end the best is confirmed by a longer measurement (``confirm``). Where the server can
-profile (its `capabilities` say Nsight Compute works), the two-stage `analyze` tool runs on the
-reference first and then on the start and on every candidate that sets a new best: its bottleneck class
-and ranked findings go into the outcome, where they choose the offline proposer's next knob moves, widen
-MCTS under severe findings and fill the LLM proposers' prompts.
+profile (its `capabilities` say Nsight Compute works) and the feedback arm is not ``none``, the two-stage
+`analyze` tool runs on the reference first and then on the start and on every correct candidate within
+reach of the best, each source once: its text summary (``diagnosis``) or its measured counters (``raw``),
+bounded, go into the LLM prompts (``diagnosis``), and in the diagnosis arm its bottleneck class and ranked
+findings choose the offline proposer's next knob moves and widen MCTS under severe findings. The prompts
+also name the target GPU and its peaks (`capabilities`, `bottleneck_classify`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kernelscope.agent.answers import findings_of
 from kernelscope.agent.client import ServerPeer, analysis_available, resolve_parallel
 from kernelscope.agent.config import OptimizeConfig, OptimizeSummary
 from kernelscope.agent.confirm import Confirmation, confirm_best
+from kernelscope.agent.diagnosis import feedback_text, gpu_text
 from kernelscope.agent.problems import reference_as_candidate
 from kernelscope.agent.proposers import Proposer, llm_cost_usd, model_name
 from kernelscope.agent.search import MCTS, Beam, Greedy, Outcome, RandomSearch, run_search
@@ -41,7 +44,6 @@ from kernelscope.agent.store import RunStore
 
 Connect = Callable[[OptimizeConfig, str], AbstractAsyncContextManager[Any]]  # the server of a run (tests: a fake)
 STRATEGIES = {"mcts": MCTS, "greedy": Greedy, "beam": Beam, "random": RandomSearch}
-NEW_BEST_GAIN = 1.02  # a candidate is profiled when it beats the best speedup so far by more than this factor
 
 
 class Observer(Protocol):
@@ -52,10 +54,15 @@ class Observer(Protocol):
     def step(self, st: SearchState) -> None: ...
 
 
-def worth_profiling(out: Outcome, best_speedup: float, start: bool) -> bool:
-    """Whether an evaluation gets an `analyze` profile (its findings then steer the expansions below it): a
-    correct one that is the start, or that beats the best speedup so far by more than 2%."""
-    return out.ok and (start or (out.speedup or 0.0) > best_speedup * NEW_BEST_GAIN)
+def worth_profiling(out: Outcome, best: float, start: bool, within: float = 0.10) -> bool:
+    """Whether an evaluation gets an `analyze` profile: a correct one that is the start, or whose speedup is
+    at least (1 - ``within``) x ``best``, the best lower confidence bound so far (this one included)."""
+    return out.ok and (start or (out.speedup or 0.0) >= best * (1.0 - within))
+
+
+def source_key(source: str) -> str:
+    """What profiles are kept under: the source's hash (a source is profiled once, whoever proposed it)."""
+    return "src:" + hashlib.sha256(source.encode()).hexdigest()[:24]
 
 
 def make_strategy(cfg: OptimizeConfig) -> Any:
@@ -73,7 +80,7 @@ class LoopState:
     reused: int = 0  # of them, taken from the run directory
     analyses: int = 0  # profiles made or reused
     fresh_analyses: int = 0  # profiles asked of the server in this invocation
-    best_speedup: float = 0.0
+    best_rank: float = 0.0  # the best lower confidence bound of a speedup so far
     workers: dict[str, int] = field(default_factory=dict)  # fresh evaluations per pool worker
     analyzing: bool = False
     analysis_note: str | None = None
@@ -101,6 +108,7 @@ class OptimizeLoop:
         self.latest: SearchState | None = None  # the search as of its latest evaluation
         self.t0 = time.monotonic()
         self._write = threading.Lock()
+        self._profiling: dict[str, anyio.Lock] = {}  # one profile at a time per source
         exp = proposer.expander
         if hasattr(exp, "cache"):  # model replies are kept in (and on resume taken from) the run directory
             exp.cache = store
@@ -128,46 +136,72 @@ class OptimizeLoop:
         self._token = anyio.lowlevel.current_token()  # the search's evaluation threads call back into this loop
         if not self.proposer.offline and self.cfg.cutlass_tools == "auto" and (caps.get("can") or {}).get("cutlass"):
             await self.peer.offer_cutlass_tools(self.proposer.expander)
+        ctx = getattr(self.proposer.expander, "context", None)
+        if ctx is not None:  # what every prompt carries: the arm, its budget, the target GPU, the API
+            ctx.feedback, ctx.budget = self.cfg.feedback, self.cfg.feedback_tokens
+            ctx.cutlass = bool((caps.get("can") or {}).get("cutlass"))
+            ctx.no_profile = f"not profiled: {self.state.analysis_note}" if self.state.analysis_note else \
+                "not profiled (only correct candidates within reach of the best are)"
+            gpus = caps.get("gpus") or []
+            if self.cfg.device != "cpu" and gpus:
+                ctx.gpu = gpu_text(gpus[0], await self.peer.peaks(gpus[0].get("name") or ""))
 
     # --------------------------------------------------------------------------------- profiles
-    async def analyze(self, key: str, source: str, label: str) -> dict[str, Any] | None:
-        """A cached or fresh `analyze` profile of ``source`` (None when it could not be made)."""
-        s = self.state
-        cached = self.store.cached_analysis(key)
-        if cached is not None:
+    async def analyze(self, source: str, label: str,
+                      legacy_key: str | None = None) -> tuple[dict[str, Any], str] | None:
+        """A kept or fresh `analyze` profile of ``source`` (its structured answer and text summary), None
+        when it could not be made. Kept by the source's hash: a source is never profiled twice, not even
+        by two evaluations in flight at once."""
+        s, key = self.state, source_key(source)
+        async with self._profiling.setdefault(key, anyio.Lock()):
+            rec = self.store.analysis_record(key) or (self.store.analysis_record(legacy_key) if legacy_key else None)
+            if rec is not None:
+                s.analyses += 1
+                return rec["result"], rec.get("summary") or ""
+            if not s.analyzing or s.fresh_analyses >= self.cfg.analyze_max:
+                return None
+            self.tell(f"profiling {label} (analyze)")
+            s.fresh_analyses += 1
+            profile = await self.peer.analyze(source)
+            if profile.result is None:
+                if self.cfg.analyze == "always":
+                    raise RuntimeError(f"analyze failed on {label}: {profile.error}")
+                s.analysis_note = f"analyze failed on {label}: {profile.error}"
+                return None
+            self.store.save_analysis(key, label, profile.result, profile.summary)
             s.analyses += 1
-            return cached
-        if not s.analyzing or s.fresh_analyses >= self.cfg.analyze_max:
-            return None
-        self.tell(f"profiling {label} (analyze)")
-        s.fresh_analyses += 1
-        profile = await self.peer.analyze(source)
-        if profile.result is None:
-            if self.cfg.analyze == "always":
-                raise RuntimeError(f"analyze failed on {label}: {profile.error}")
-            s.analysis_note = f"analyze failed on {label}: {profile.error}"
-            return None
-        self.store.save_analysis(key, label, profile.result)
-        s.analyses += 1
-        return profile.result
+            return profile.result, profile.summary
 
     async def with_profile(self, key: str, source: str, out: Outcome, label: str) -> Outcome:
-        """Profile the start and each new best; their findings steer the expansions below them."""
-        promising = worth_profiling(out, self.state.best_speedup, label == "start")
+        """Profile the start and every correct candidate within reach of the best; the profile goes into the
+        outcome as the run's feedback arm shows it (the diagnosis also steers the search below it)."""
         if out.ok:
-            self.state.best_speedup = max(self.state.best_speedup, out.speedup or 0.0)
-        if not promising:
+            self.state.best_rank = max(self.state.best_rank, out.rank_speedup or 0.0)
+        if not worth_profiling(out, self.state.best_rank, label == "start", self.cfg.profile_within):
             return out
-        result = await self.analyze(key, source, label)
-        if result is not None:
-            out.bottleneck, out.findings, out.severe, out.details = findings_of(result)
+        got = await self.analyze(source, label, legacy_key=key)
+        if got is not None:
+            result, summary = got
+            diagnosed = findings_of(result)
+            out.profile = feedback_text(self.cfg.feedback, summary, result, self.cfg.feedback_tokens, diagnosed[3])
+            if self.cfg.feedback == "diagnosis":  # the raw arm shows the model no class and no rule ids
+                out.bottleneck, out.findings, out.severe, out.details = diagnosed
         return out
 
     async def profile_reference(self) -> None:
-        """The reference's own profile (its bottleneck class goes into the summary)."""
-        if self.state.analyzing:
-            result = await self.analyze(self.ref_key, reference_as_candidate(self.reference), "the reference")
-            self.state.reference_bottleneck = findings_of(result)[0] if result else None
+        """The reference's own profile: its bottleneck class goes into the summary, its profile into every
+        prompt (half the candidate's budget)."""
+        if not self.state.analyzing:
+            return
+        got = await self.analyze(reference_as_candidate(self.reference), "the reference", legacy_key=self.ref_key)
+        if got is None:
+            return
+        diagnosed = findings_of(got[0])
+        self.state.reference_bottleneck = diagnosed[0]
+        ctx = getattr(self.proposer.expander, "context", None)
+        if ctx is not None:
+            ctx.reference_profile = feedback_text(self.cfg.feedback, got[1], got[0], self.cfg.feedback_tokens // 2,
+                                                  diagnosed[3])
 
     # --------------------------------------------------------------------------------- evaluations
     async def run_tool(self, source: str) -> tuple[Outcome, str, dict[str, Any] | None]:

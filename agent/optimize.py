@@ -39,7 +39,9 @@ def config_from_args(args: Any) -> OptimizeConfig:
                           timing_budget_s=args.timing_budget, trials=args.trials, proposer=args.proposer,
                           model=args.model, analyze=args.analyze, analyze_max=args.analyze_max,
                           objective=args.objective, tolerance=args.tolerance,
-                          max_cost_usd=getattr(args, "cost", None))
+                          max_cost_usd=getattr(args, "cost", None),
+                          **{k: getattr(args, k) for k in ("base_url", "cutlass_tools", "feedback", "feedback_tokens",
+                                                           "profile_within") if getattr(args, k, None) is not None})
 
 
 def summary_text(summary: OptimizeSummary) -> str:

@@ -57,18 +57,25 @@ class RunStore:
 
     def save_eval(self, key: str, payload: dict[str, str], outcome: Outcome, text: str,
                   result: dict[str, Any] | None, repaired: str | None) -> None:
-        rec = {"key": key, "payload": payload, "outcome": outcome.__dict__, "summary": text[:4000],
+        kept = {k: v for k, v in outcome.__dict__.items() if k != "profile"}  # the profile is re-read from analysis/
+        rec = {"key": key, "payload": payload, "outcome": kept, "summary": text[:4000],
                "result": result, "repaired_source": repaired}
         (self.out / "evals" / key_file(key)).write_text(json.dumps(rec, indent=1, default=str))
 
     # --------------------------------------------------------------------------------- profiles
     def cached_analysis(self, key: str) -> dict[str, Any] | None:
-        path = self.out / "analysis" / key_file(key)
-        return json.loads(path.read_text())["result"] if path.is_file() else None
+        rec = self.analysis_record(key)
+        return rec["result"] if rec is not None else None
 
-    def save_analysis(self, key: str, label: str, result: dict[str, Any]) -> None:
+    def analysis_record(self, key: str) -> dict[str, Any] | None:
+        """A kept profile: its ``result`` (the structured answer, trimmed), ``summary`` (the answer's text,
+        as a host reads it; empty in run directories written before it was kept) and ``label``."""
         path = self.out / "analysis" / key_file(key)
-        path.write_text(json.dumps({"key": key, "label": label, "result": result}, indent=1, default=str))
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def save_analysis(self, key: str, label: str, result: dict[str, Any], summary: str = "") -> None:
+        _write_json(self.out / "analysis" / key_file(key), {"key": key, "label": label, "result": result,
+                                                            "summary": summary})
 
     # --------------------------------------------------------------------------------- replies and tool answers
     def get_reply(self, key: str) -> dict[str, Any] | None:

@@ -35,8 +35,8 @@ Three steps, because a fair comparison needs many seeds and a GPU evaluation cos
    the work spent, the wall time being about that divided by the number in flight.
 
    The agent's strategies get the recorded diagnoses as ``kernelscope optimize`` gets its profiles: the start and
-   every candidate that beats the best so far by more than 2% are profiled (ANALYZE_MAX - 1 of them, the reference
-   taking one), and their class and findings order the offline proposer's moves and widen MCTS under severe
+   every correct candidate within PROFILE_WITHIN of the best so far are profiled (ANALYZE_MAX - 1 of them, the
+   reference taking one), and their class and findings order the offline proposer's moves and widen MCTS under severe
    findings. Rows marked "no profiles" search without them (``--no-profiles`` for all); Kernel Tuner has no use
    for them.
 
@@ -83,6 +83,7 @@ CHECKPOINTS = (10, 25, 50)
 PAIRED_WITH = "mcts"  # the row every other row is compared with, seed by seed
 BOOTSTRAP = 2000  # resamples of the seeds for the paired interval
 ANALYZE_MAX = OptimizeConfig.model_fields["analyze_max"].default  # profiles per run, the reference's included
+PROFILE_WITHIN = OptimizeConfig.model_fields["profile_within"].default  # profiled: within this of the best
 
 
 def knob_problems() -> list[str]:
@@ -334,7 +335,7 @@ def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict
              mcts: dict[str, Any] | None = None) -> list[str]:
     """The order in which one of the agent's strategies evaluates the space. With ``profiles`` (each configuration's
     recorded analyze diagnosis), the evaluations carry findings as in ``kernelscope optimize``: the start and every
-    candidate that beats the best so far by more than 2% are profiled, ANALYZE_MAX - 1 of them at most (the
+    correct candidate within PROFILE_WITHIN of the best so far are profiled, ANALYZE_MAX - 1 of them at most (the
     reference takes one), and their class and findings order the proposer's moves below them."""
     exp = KnobExpander([Knob(n, tuple(v), "cuda") for n, v in space.knobs.items()])
     best = {"speedup": 0.0, "evaluated": 0, "profiles": 0}
@@ -343,9 +344,10 @@ def run_ours(space: Space, strategy: str, seed: int, budget: int, observed: dict
         k = key(cfg, space.names)
         o = observed[k]
         out = Outcome("correct", speedup=o) if o is not None else Outcome("incorrect")
-        promising = worth_profiling(out, best["speedup"], best["evaluated"] == 0)
+        first = best["evaluated"] == 0
         best["evaluated"] += 1
-        best["speedup"] = max(best["speedup"], o or 0.0)
+        best["speedup"] = max(best["speedup"], out.rank_speedup or 0.0)
+        promising = worth_profiling(out, best["speedup"], first, PROFILE_WITHIN)
         if profiles is not None and promising and best["profiles"] < ANALYZE_MAX - 1 and k in profiles:
             best["profiles"] += 1
             out.bottleneck, out.findings, out.severe, _ = findings_of({"status": "ok", "kernels": [profiles[k]]})
@@ -409,7 +411,8 @@ def replay(data_path: Path, seeds: int, kernel_tuner: bool, parallel: tuple[int,
         prof = json.loads(findings.read_text())
         profiled = {n: r["configs"] for n, r in prof["problems"].items()}
         print(f"Profiles: every configuration's analyze diagnosis from {findings.name} ({prof['device']}); the agent's "
-              f"strategies get them as `kernelscope optimize` does (the start and each new best, {ANALYZE_MAX - 1} at "
+              f"strategies get them as `kernelscope optimize` does (the start and each candidate within "
+              f"{PROFILE_WITHIN:.0%} of the best, {ANALYZE_MAX - 1} at "
               f"most); rows marked 'no profiles' search without them.\n")
     tmp = Path(tempfile.mkdtemp(prefix="ks-kt-"))
     ours = {s if p == 1 else f"{s} p={p}": (s, p, True) for s in ("mcts", "greedy", "beam", "random") for p in parallel}

@@ -268,6 +268,8 @@ def _diagnosis_lines(k: KernelDiagnosis, *, max_findings: int = 4) -> list[str]:
         lines.append("  No rule fired: nothing stands out beyond the class above.")
     if k.top_stalls:
         lines.append("  top stalls (cycles/issue): " + ", ".join(f"{r} {v:.1f}" for r, v in k.top_stalls.items()))
+    if k.hot_lines:
+        lines.append("  hot lines (most warp samples): " + "; ".join(k.hot_lines[:3]))
     if k.ncu_rule_titles:
         lines.append("  Nsight Compute: " + "; ".join(k.ncu_rule_titles[:5]))
     return lines

@@ -182,7 +182,8 @@ async def test_llm_proposer_end_to_end(which: str, provider: tuple[str, FakeMode
         assert first["path"].endswith("/v1/chat/completions")
         assert first["headers"].get("authorization") == "Bearer sk-test"
     prompt = first["body"]["messages"][-1]["content"]
-    assert "## Reference" in prompt and "## Findings" in prompt and "## What the search has tried" in prompt
+    assert "## Reference" in prompt and "## What the search has tried" in prompt
+    assert "## Profile of the current candidate" in prompt and "no kernels to profile" in prompt  # CPU: no profile
     assert any("failed to build" in c["body"]["messages"][-1]["content"] for c in model.calls)  # the repair turn
     evals = [json.loads(p.read_text()) for p in (tmp_path / "run" / "evals").glob("*.json")]
     assert any(e.get("repaired_source") for e in evals)

@@ -58,7 +58,7 @@ def test_the_profile_step_can_rename_every_problems_kernel(bench: ModuleType) ->
         assert bench._KERNEL_NAME.search((bench.PROBLEMS / problem / "candidate.py").read_text()), problem
 
 
-def test_profiles_reach_the_start_and_each_new_best_only(bench: ModuleType, tables: Any,
+def test_profiles_reach_the_start_and_each_candidate_near_the_best(bench: ModuleType, tables: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     spaces, found = tables
     space = bench.Space("softmax", spaces["softmax"])
@@ -80,11 +80,12 @@ def test_profiles_reach_the_start_and_each_new_best_only(bench: ModuleType, tabl
     assert start_key == "32,1,1,0" and start.bottleneck == found["softmax"]["configs"][start_key]["bottleneck"]["cls"]
     assert start.findings and start.findings[0] == "stalls.dominant-stall-reason" and start.severe
     best, profiled = 0.0, 0
-    for k, out in seen:
-        promising = out.ok and (profiled == 0 or out.speedup > best * 1.02) and profiled < bench.ANALYZE_MAX - 1
+    for k, out in seen:  # within 10% of the best so far (itself included), as `kernelscope optimize` profiles
+        best = max(best, out.speedup or 0.0)
+        promising = out.ok and (profiled == 0 or out.speedup >= best * (1 - bench.PROFILE_WITHIN)) \
+            and profiled < bench.ANALYZE_MAX - 1
         assert (out.bottleneck is not None) == promising, k
         profiled += promising
-        best = max(best, out.speedup or 0.0)
     assert 1 < profiled <= bench.ANALYZE_MAX - 1
     seen.clear()  # without profiles, no evaluation carries findings
     bench.run_ours(space, "mcts", 0, 40, observed)

@@ -48,10 +48,10 @@ def _offline(cfg: OptimizeConfig, template: str | None) -> KnobExpander:
 
 def _llm_client(cfg: OptimizeConfig, name: str) -> LLMClient:
     if name == "anthropic":
-        return AnthropicClient(model=model_name(cfg, name) or ANTHROPIC_DEFAULT_MODEL)
+        return AnthropicClient(model=model_name(cfg, name) or ANTHROPIC_DEFAULT_MODEL, base_url=cfg.base_url)
     if not cfg.model:
         raise ValueError("the openai proposer needs --model (the endpoint's model name)")
-    return OpenAIClient(model=cfg.model)
+    return OpenAIClient(model=cfg.model, base_url=cfg.base_url)
 
 
 def make_expander(cfg: OptimizeConfig, template: str | None, reference: str) -> tuple[Any, Candidate, str]:

@@ -26,6 +26,7 @@ from kernelscope.agent.proposers.clients import LLMClient, ToolCaller, ToolSpec
 from kernelscope.agent.proposers.prompts import (
     SYSTEM,
     TOOLS_NOTE,
+    PromptContext,
     build_prompt,
     extract_code,
     follow_up_prompt,
@@ -98,6 +99,7 @@ class LLMExpander:
     max_backoff_s: float = 60.0
     sleep: Callable[[float], None] = time.sleep  # injectable: tests do not wait
     cache: ReplyCache | None = None
+    context: PromptContext = field(default_factory=PromptContext)  # the run's target, feedback arm, budget
     known: set[str] = field(default_factory=set)  # keys evaluated outside the search's own proposals (repairs)
     errors: list[str] = field(default_factory=list)  # the latest model errors, for the summary
     _tried: dict[int, int] = field(default_factory=dict)
@@ -166,7 +168,7 @@ class LLMExpander:
         for _ in range(self.max_children - self._tried.get(node.id, 0)):
             self._tried[node.id] = self._tried.get(node.id, 0) + 1
             try:
-                reply = self._ask(build_prompt(self.reference, node, memory, source))
+                reply = self._ask(build_prompt(self.reference, node, memory, source, self.context))
                 code = extract_code(reply)
                 if code is None:  # one follow-up for the missing block, with the reference and the code again
                     reply = self._ask(follow_up_prompt(self.reference, source, reply))
@@ -185,7 +187,7 @@ class LLMExpander:
     def repair_reply(self, source: str, feedback: str, status: str) -> tuple[str, str] | None:
         """One repair turn for a failed candidate: (its source, the model's rationale), or None."""
         try:
-            reply = self._ask(repair_prompt(self.reference, source, status, feedback))
+            reply = self._ask(repair_prompt(self.reference, source, status, feedback, self.context))
         except ProposalFailed:
             return None
         code = extract_code(reply)

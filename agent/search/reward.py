@@ -38,6 +38,7 @@ class Outcome:
     feedback: str = ""  # what went wrong or what was measured, in words, for the next prompt and the memory
     label: str = ""  # the node's own label when a repair turn replaced the proposal
     repaired_from: str = ""  # what was wrong with the proposal before its repair turn (its feedback)
+    profile: str = ""  # its profile as the prompt shows it (the run's feedback arm, bounded); not stored
 
     @property
     def ok(self) -> bool:

@@ -230,8 +230,8 @@ class RecordingLLM:
                                 "candidate": source_id(code) if code is not None else None}
         if error is not None:
             meta["error"] = _cut(f"{type(error).__name__}: {error}", MAX_ERROR)
-        offered = [_function(t.name, t.description, t.input_schema) for t in tools] if calls or tools else []
-        self.trajectory.write("model", messages, offered, meta)
+        self.trajectory.write("model", messages, [_function(t.name, t.description, t.input_schema) for t in tools],
+                              meta)
 
 
 class RecordingMCP:

@@ -41,6 +41,7 @@ from kernelscope.agent.proposers import Proposer, llm_cost_usd, model_name
 from kernelscope.agent.search import MCTS, Beam, Greedy, Outcome, RandomSearch, run_search
 from kernelscope.agent.search.strategies import SearchState
 from kernelscope.agent.store import RunStore
+from kernelscope.agent.trajectory import record_run
 
 Connect = Callable[[OptimizeConfig, str], AbstractAsyncContextManager[Any]]  # the server of a run (tests: a fake)
 STRATEGIES = {"mcts": MCTS, "greedy": Greedy, "beam": Beam, "random": RandomSearch}
@@ -114,6 +115,7 @@ class OptimizeLoop:
             exp.cache = store
             exp.retries, exp.backoff_s = cfg.llm_retries, cfg.llm_backoff_s
         peer.cache = store
+        record_run(store.out, exp, peer)  # trajectory.jsonl: every model exchange and tool call
 
     def tell(self, text: str) -> None:
         if self.observer is not None:

@@ -14,6 +14,7 @@ from mcp.server import MCPServer
 from mcp.types import INVALID_PARAMS, GetPromptResult
 
 from kernelscope._version import __version__
+from kernelscope.server.prompts import add_prompts, check_arguments
 from kernelscope.server.resources import add_resources
 from kernelscope.server.tools import registry
 
@@ -38,6 +39,7 @@ kernelscope gives you real GPU performance tools for CUDA kernels. Typical flow:
 7. CUTLASS/CuTe: `compile(cutlass=true)` builds against its headers (sm_90a for Hopper's wgmma/TMA);
    `search_cutlass` finds definitions and uses of a name in its headers and examples, and
    `read_cutlass_file` reads the lines around a hit.
+The prompts optimize-kernel, diagnose-kernel and explain-finding lay out the whole method step by step.
 Every answer starts with a short diagnosis; the structured result has all the data, and full
 listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 """
@@ -45,11 +47,13 @@ listings and logs are resources under kernelscope://artifacts/{artifact_id}/...
 class _Server(MCPServer):
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Any = None) -> Any:
-        """An unknown prompt is the client's mistake (-32602, as for an unknown resource), not an internal
-        error; kernelscope defines no prompts."""
-        if not self._prompt_manager.get_prompt(name):
-            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}; this server defines no prompts "
-                                           "(see prompts/list).")
+        """An unknown prompt, or unknown or missing arguments, are the client's mistake (-32602, as for an
+        unknown resource), not an internal error; the prompts refuse bad values the same way."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if not prompt:
+            names = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}; the prompts are {names} (see prompts/list).")
+        check_arguments(prompt, arguments)
         result: GetPromptResult = await super().get_prompt(name, arguments, context)
         return result
 
@@ -63,6 +67,7 @@ mcp = _Server(
     tools=registry.tools,
 )
 add_resources(mcp)
+add_prompts(mcp)
 
 
 def create_server() -> MCPServer:

@@ -60,8 +60,12 @@ class Inspector:
         self.bin = str(Path(TOOLS_DIR) / "node_modules" / ".bin" / "mcp-inspector")
 
     def __call__(self, era: str, *args: str) -> tuple[int, dict | None, str]:
+        # the Inspector starts the server with an environment of its own: pass PYTHONPATH on, so the server is
+        # the tree under test even where kernelscope is installed from another checkout
+        pythonpath = ["-e", f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
         argv = [self.bin, "--cli", sys.executable, "-m", "kernelscope", "serve", "--home", str(self.home),
-                "--root", str(REPO), "--no-prewarm", "--", "--protocol-era", era, "--format", "json", "-q", *args]
+                "--root", str(REPO), "--no-prewarm", "--", *pythonpath, "--protocol-era", era, "--format", "json", "-q",
+                *args]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO, env=self.env)
         try:
             result = json.loads(p.stdout)["result"] if p.stdout.strip() else None
@@ -157,6 +161,24 @@ def test_inspector_calls_every_cpu_tool(inspector: Inspector, era: str) -> None:
     assert code == 0 and r and '"default_arch"' in r["contents"][0]["text"], err
     code, r, err = inspector(era, "--method", "resources/read", "--uri", f"kernelscope://artifacts/{aid}/source")
     assert code == 0 and r and "copy_float4" in r["contents"][0]["text"], err
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_inspector_lists_and_gets_prompts(inspector: Inspector, era: str) -> None:
+    """The prompts through the Inspector: listed with their arguments, rendered, a bad argument refused."""
+    code, result, err = inspector(era, "--method", "prompts/list")
+    assert code == 0 and result, err
+    prompts = {p["name"]: p for p in result["prompts"]}
+    assert set(prompts) == {"optimize-kernel", "diagnose-kernel", "explain-finding"}
+    assert [a["name"] for a in prompts["optimize-kernel"]["arguments"]] == ["problem", "target", "budget", "candidate"]
+    code, result, err = inspector(era, "--method", "prompts/get", "--prompt-name", "optimize-kernel", "--prompt-args",
+                                  "problem=tests/evalcases/ref_softmax.py", "target=2x")
+    assert code == 0 and result, err
+    text = result["messages"][0]["content"]["text"]
+    assert 'reference_path="tests/evalcases/ref_softmax.py"' in text and "`run`" in text and "`analyze`" in text
+    code, result, err = inspector(era, "--method", "prompts/get", "--prompt-name", "optimize-kernel", "--prompt-args",
+                                  "problem=tests/evalcases/ref_softmax.py", "budget=lots")
+    assert code != 0 and "`budget` is the number of candidates" in err, err
 
 
 # ----------------------------------------------------------------------------------- the conformance suite

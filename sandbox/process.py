@@ -6,7 +6,14 @@ Design notes
   threaded server (the MCP server runs tools on worker threads). Its limit code is
   ``sandbox/limits.py``, which the evaluation fork server's children run too; a limit it cannot apply
   stops the job before it runs (exit status 125, the reason on stderr).
-- ``RLIMIT_AS`` is never set: it breaks the CUDA driver, which reserves large virtual ranges.
+- Isolation (``sandbox/isolation.py``): where bubblewrap is available the launcher itself runs inside
+  ``bwrap`` with the binds of the job's kind (compile, sass, eval, program, profile; given in
+  ``Limits.job`` or inferred from the command), so the limits below apply inside the sandbox. bwrap
+  keeps the caller's process group (no ``--new-session``: ``start_new_session`` already leaves the
+  job without a controlling terminal), so the watchdog and the group kill work as without it.
+- ``RLIMIT_AS`` only for compilers and disassemblers (``Settings.compiler_memory_bytes``): it breaks the
+  CUDA driver, which reserves large virtual ranges. The result carries the peak resident size of the
+  job's processes (``wait4``) and says when the cap stopped it.
 - On timeout or cancellation the whole process group gets SIGTERM, then SIGKILL after a grace
   period, so a hung kernel or a child that ignores SIGTERM cannot outlive its limit by more than
   ``Limits.kill_grace_s``. After a normal exit, stragglers left in the group are killed too.
@@ -37,6 +44,7 @@ from typing import IO
 from pydantic import BaseModel, Field
 
 from kernelscope.sandbox import limits as limit_code
+from kernelscope.sandbox.isolation import JobKind, Plan, plan_job
 
 # Environment variables passed through to children (everything else is dropped).
 PASSTHROUGH_ENV = (
@@ -99,7 +107,12 @@ class Limits(BaseModel):
                                    "Other writers on that file system count too.")
     output_bytes: int = Field(1 << 20, gt=0, description="Bytes kept of stdout and of stderr each.")
     kill_grace_s: float = Field(2.0, ge=0, description="Time between SIGTERM and SIGKILL.")
-    isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows.")
+    isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows; also "
+                                                     "marks the job as untrusted code (it needs isolation).")
+    job: JobKind | None = Field(None, description="What the job is, for its sandbox binds; None: from the command.")
+    address_space_bytes: int | None = Field(
+        None, gt=0, description="RLIMIT_AS per process; None: the compilers' cap for compile and sass jobs, no cap "
+                                "for others (never give one to a CUDA process).")
 
 
 class ProcessResult(BaseModel):
@@ -117,6 +130,11 @@ class ProcessResult(BaseModel):
     cancelled: bool = False
     limit_exceeded: str | None = Field(None, description="The limit the watchdog killed the job for, in words.")
     network_isolated: bool = False
+    isolation: str | None = Field(None, description="The sandbox the job ran in (bubblewrap and its version); None: "
+                                                    "none.")
+    warning: str | None = Field(None, description="Set when the job ran without isolation.")
+    peak_rss_bytes: int | None = Field(None, description="Largest resident size of one of the job's processes.")
+    memory_cap_bytes: int | None = Field(None, description="The address-space cap (RLIMIT_AS) the job ran under.")
 
     @property
     def ok(self) -> bool:
@@ -369,10 +387,16 @@ def run_process(
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
-    net = limits.isolate_network and network_isolation_status()[0]
-    cfg = json.dumps({"rlimits": job_rlimits(limits), "unshare_net": net, "require_net_isolation": False})
-    full = [sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
     child_env = dict(env) if env is not None else build_env(home=cwd)
+    plan = plan_job(argv, cwd=cwd, env=child_env, kind=limits.job, isolate_network=limits.isolate_network,
+                    address_space_bytes=limits.address_space_bytes)
+    net = plan.network_isolated or bool(limits.isolate_network and not plan.prefix and network_isolation_status()[0])
+    rlimits = job_rlimits(limits)
+    if plan.address_space_bytes:
+        rlimits["RLIMIT_AS"] = int(plan.address_space_bytes)
+    cfg = json.dumps({"rlimits": rlimits,
+                      "unshare_net": net and not plan.prefix, "require_net_isolation": False})
+    full = [*plan.prefix, sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
 
     start = time.monotonic()
     out, err = _Capped(limits.output_bytes), _Capped(limits.output_bytes)
@@ -391,28 +415,56 @@ def run_process(
         return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
 
     pumps = _start_pumps(proc, out, err, stdin)
-    timed_out, cancelled, exceeded = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s)
+    sup = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s)
     wall = time.monotonic() - start
     # Children left in the group (daemonised helpers, fork bombs) die with the job.
     kill_group_until_empty(proc.pid)
     for t in pumps:
         t.join(timeout=5.0)
+    exceeded = sup.exceeded or _memory_cap_reason(plan, proc.returncode, sup.peak_rss, err)
+    notes = limit_note(exceeded) if exceeded else ""
+    if plan.warning:
+        notes += "\n" + plan.warning + "\n"
     return ProcessResult(
         argv=argv,
         returncode=proc.returncode,
         signal_name=_signal_name(proc.returncode),
         stdout=out.text(),
-        stderr=err.text() + (limit_note(exceeded) if exceeded else ""),
+        stderr=err.text() + notes,
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         stdout_truncated=out.truncated,
         stderr_truncated=err.truncated,
         wall_s=wall,
-        timed_out=timed_out,
-        cancelled=cancelled,
+        timed_out=sup.timed_out,
+        cancelled=sup.cancelled,
         limit_exceeded=exceeded,
         network_isolated=net,
+        isolation=plan.isolation,
+        warning=plan.warning,
+        peak_rss_bytes=sup.peak_rss,
+        memory_cap_bytes=plan.address_space_bytes,
     )
+
+
+# What a process prints when an allocation fails (C/C++ runtimes, gcc, cicc, Python).
+_OOM_MARKERS = (b"bad_alloc", b"out of memory", b"Out of memory", b"virtual memory exhausted",
+                b"Cannot allocate memory", b"MemoryError", b"memory allocation failed")
+
+
+def _memory_cap_reason(plan: Plan, returncode: int | None, peak: int | None, err: _Capped) -> str | None:
+    """The address-space cap, in words, when it is what stopped a failed job: an allocation failure in its
+    output, or a crash (an unchecked failed allocation), under a cap."""
+    cap = plan.address_space_bytes
+    if not cap or returncode == 0 or returncode is None:
+        return None
+    text = bytes(err.head) + bytes(err.tail)
+    crashed = returncode < 0 and -returncode in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
+    if not crashed and not any(m in text for m in _OOM_MARKERS):
+        return None
+    used = f"; its largest process reached {peak >> 20} MiB resident" if peak else ""
+    return (f"it reached the compiler memory cap: {cap >> 20} MiB of address space per process (RLIMIT_AS, "
+            f"Settings.compiler_memory_bytes){used}")
 
 
 def _start_pumps(proc: subprocess.Popen[bytes], out: _Capped, err: _Capped,
@@ -437,34 +489,59 @@ def _start_pumps(proc: subprocess.Popen[bytes], out: _Capped, err: _Capped,
     return pumps
 
 
-def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
-               deadline: float) -> tuple[bool, bool, str | None]:
-    """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
-    or is cancelled: (timed_out, cancelled, the limit exceeded or None)."""
-    timed_out = cancelled = False
+class _Supervised(BaseModel):
+    timed_out: bool = False
+    cancelled: bool = False
     exceeded: str | None = None
-    watchdog = Watchdog(limits, cwd)
+    peak_rss: int | None = None
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
+    """Wait up to ``timeout`` seconds (None: for ever) for the child with ``wait4``: its peak resident size
+    in bytes (of itself and the descendants it reaped) once it has exited, else None."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if proc.returncode is not None:
+            return 0
         try:
-            proc.wait(timeout=0.05)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        exceeded = watchdog.check(proc.pid)
-        if exceeded:
-            kill_group_until_empty(proc.pid)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere
             proc.wait()
+            return 0
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return int(usage.ru_maxrss) * 1024
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
+               deadline: float) -> _Supervised:
+    """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
+    or is cancelled."""
+    res = _Supervised()
+    watchdog = Watchdog(limits, cwd)
+    peak: int | None
+    while True:
+        peak = _reap(proc, 0.05)
+        if peak is not None:
             break
-        cancelled, timed_out = stop_reason(cancel, deadline)
-        if timed_out or cancelled:
+        res.exceeded = watchdog.check(proc.pid)
+        if res.exceeded:
+            kill_group_until_empty(proc.pid)
+            peak = _reap(proc, None)
+            break
+        res.cancelled, res.timed_out = stop_reason(cancel, deadline)
+        if res.timed_out or res.cancelled:
             _killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=limits.kill_grace_s)
-            except subprocess.TimeoutExpired:
+            peak = _reap(proc, limits.kill_grace_s)
+            if peak is None:
                 _killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                peak = _reap(proc, None)
             break
-    return timed_out, cancelled, exceeded
+    res.peak_rss = peak or None
+    return res
 
 
 @lru_cache(maxsize=1)

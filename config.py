@@ -5,8 +5,8 @@ Settings come from the command line (``kernelscope serve --root ... --home ...``
 ``KERNELSCOPE_CUTLASS_ROOT``, a CUTLASS checkout to use instead of NVIDIA's wheel;
 ``KERNELSCOPE_ISOLATION``: required, auto or off, ``KERNELSCOPE_NO_ISOLATION=1`` meaning off;
 ``KERNELSCOPE_COMPILER_MEMORY_MB``, the compilers' address-space cap, 0 for none; ``KERNELSCOPE_BWRAP``,
-the bubblewrap binary, read by ``sandbox/isolation.py``). Hosts launch MCP servers with a minimal environment, so every variable must be passed explicitly in the host's
-config.
+the bubblewrap binary, read by ``sandbox/isolation.py``). Hosts launch MCP servers with a minimal
+environment, so every variable must be passed explicitly in the host's config.
 """
 
 from __future__ import annotations

@@ -233,7 +233,10 @@ def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
 
 def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path) -> list[str]:
     """The bwrap command line (up to ``--``) that runs a command under ``b``, in ``cwd``."""
-    args = [bwrap, "--unshare-all", "--die-with-parent", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    # bwrap does not forward signals: it runs with SIGTERM ignored (inherited through exec), so a timeout's
+    # SIGTERM to the process group reaches the job alone (the launcher restores it), and SIGKILL ends all
+    args = ["/bin/sh", "-c", 'trap "" TERM; exec "$@"', "sh", bwrap, "--unshare-all", "--die-with-parent",
+            "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     if b.network:
         args.append("--share-net")
     for p in b.ro:

@@ -76,8 +76,9 @@ if net is not None:
         os._exit(125)
     sys.stderr.write("kernelscope sandbox: the job keeps the network (%s)\n" % net)
 # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: give the program the defaults
-# (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell)
-for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+# (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell); SIGTERM is ignored by bwrap's
+# side of an isolated job (so a timeout's SIGTERM reaches the job alone), never by the job
+for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ", "SIGTERM"):
     if hasattr(signal, sig):
         signal.signal(getattr(signal, sig), signal.SIG_DFL)
 try:
@@ -421,14 +422,17 @@ def run_process(
     kill_group_until_empty(proc.pid)
     for t in pumps:
         t.join(timeout=5.0)
-    exceeded = sup.exceeded or _memory_cap_reason(plan, proc.returncode, sup.peak_rss, err)
+    returncode = proc.returncode
+    if plan.prefix and returncode is not None and 128 < returncode < 128 + 65:
+        returncode = 128 - returncode  # bwrap exits 128+N for a job killed by signal N
+    exceeded = sup.exceeded or _memory_cap_reason(plan, returncode, sup.peak_rss, err)
     notes = limit_note(exceeded) if exceeded else ""
-    if plan.warning:
+    if plan.warning and plan.kind in ("compile", "sass"):  # their answers show the log: the warning is in it
         notes += "\n" + plan.warning + "\n"
     return ProcessResult(
         argv=argv,
-        returncode=proc.returncode,
-        signal_name=_signal_name(proc.returncode),
+        returncode=returncode,
+        signal_name=_signal_name(returncode),
         stdout=out.text(),
         stderr=err.text() + notes,
         stdout_bytes=out.total,

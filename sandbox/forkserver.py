@@ -9,6 +9,11 @@ a crash, a hang or monkey-patching in one job cannot reach the next.
 
 Time limits, cancellation and clean-up are enforced from here exactly as in ``run_process``: the
 child's whole process group gets SIGTERM, then SIGKILL.
+
+Isolation: where bubblewrap is available the fork server itself runs inside ``bwrap``
+(``isolation.forkserver_plan``: the eval binds, the workspace root and the shared build caches writable);
+the pids its jobs report are its PID namespace's and are translated to the host's. Its jobs share that
+one sandbox: each sees the workspace root (docs/isolation.md).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelscope.sandbox.isolation import Plan, forkserver_plan, host_pid, pid_namespace, require_isolation
 from kernelscope.sandbox.process import (
     Limits,
     ProcessResult,
@@ -63,6 +69,8 @@ class ForkServer:
         self._proc: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
         self._active: set[int] = set()  # pids (= process groups) of running jobs
+        self._plan: Plan = forkserver_plan([sys.executable, *self.command], self._env)
+        self._namespace: str | None = None  # the sandbox's PID namespace, when it has one
         self._start(start_timeout_s)
 
     # -- lifecycle
@@ -71,8 +79,9 @@ class ForkServer:
         err = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, *self.command, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
+                [*self._plan.prefix, sys.executable, *self.command, "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True,
+                close_fds=True,
             )
         finally:
             if err is not subprocess.DEVNULL:
@@ -82,6 +91,11 @@ class ForkServer:
             self.close()
             where = f"; its stderr is in {self.log_path}" if self.log_path is not None else ""
             raise ForkServerError(f"the fork server did not become ready within {timeout_s:.0f} s{where}")
+        if self._plan.prefix:
+            self._namespace = pid_namespace(self._proc.pid)
+            if self._namespace is None:
+                self.close()
+                raise ForkServerError("the fork server's sandbox has no PID namespace to find its jobs in")
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -123,6 +137,11 @@ class ForkServer:
     # -- one job
     def run(self, *, cfg: Path, out: Path, cwd: Path, env: Mapping[str, str], limits: Limits,
             cancel: threading.Event | None = None) -> ProcessResult:
+        require_isolation(self._plan)
+        roots = self._plan.writable
+        if self._plan.prefix and not any(cwd.resolve().is_relative_to(r.resolve()) for r in roots):
+            raise ForkServerError(f"the job's workspace {cwd} is outside the fork server's sandbox (the workspace "
+                                  "root); spawn it instead")
         job = f"j{next(self._ids)}"
         q: queue.Queue[dict[str, Any]] = queue.Queue()
         rlimits = job_rlimits(limits)
@@ -146,6 +165,11 @@ class ForkServer:
             if msg.get("event") != "started":
                 raise ForkServerError(f"the fork server failed to start the job: {msg}")
             pid = int(msg["pid"])
+            if self._namespace is not None:
+                found = host_pid(pid, self._namespace)
+                if found is None:
+                    raise ForkServerError(f"the job's process (pid {pid} in the sandbox) was not found")
+                pid = found
             with self._lock:
                 self._active.add(pid)
             deadline = start + limits.wall_s
@@ -191,7 +215,8 @@ class ForkServer:
             argv=argv, returncode=returncode, signal_name=_signal_name(returncode), stdout=so, stderr=se,
             stdout_bytes=so_total, stderr_bytes=se_total, stdout_truncated=so_total > limits.output_bytes,
             stderr_truncated=se_total > limits.output_bytes, wall_s=wall, timed_out=timed_out, cancelled=cancelled,
-            limit_exceeded=exceeded, network_isolated=net,
+            limit_exceeded=exceeded, network_isolated=net or self._plan.network_isolated,
+            isolation=self._plan.isolation, warning=self._plan.warning,
         )
 
     def _kill(self, pid: int, q: queue.Queue[dict[str, Any]], grace_s: float) -> int | None:

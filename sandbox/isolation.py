@@ -231,12 +231,12 @@ def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
                  network=b.network, sys=b.sys, notes=b.notes)
 
 
-def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path) -> list[str]:
+def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True) -> list[str]:
     """The bwrap command line (up to ``--``) that runs a command under ``b``, in ``cwd``."""
     # bwrap does not forward signals: it runs with SIGTERM ignored (inherited through exec), so a timeout's
     # SIGTERM to the process group reaches the job alone (the launcher restores it), and SIGKILL ends all
-    args = ["/bin/sh", "-c", 'trap "" TERM; exec "$@"', "sh", bwrap, "--unshare-all", "--die-with-parent",
-            "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    args = ["/bin/sh", "-c", 'trap "" TERM; exec "$@"', "sh"] if ignore_term else []
+    args += [bwrap, "--unshare-all", "--die-with-parent", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     if b.network:
         args.append("--share-net")
     for p in b.ro:
@@ -272,6 +272,7 @@ class Plan:
     address_space_bytes: int | None = None
     isolation: str | None = None
     warning: str | None = None
+    writable: tuple[Path, ...] = ()
 
 
 def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: JobKind | None = None,
@@ -301,6 +302,59 @@ def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: Jo
                   server_state=[s.home])
     return Plan(kind=kind, prefix=tuple(bwrap_argv(status.bwrap, b, cwd=cwd)), network_isolated=net,
                 address_space_bytes=cap, isolation=f"bubblewrap {status.version or ''}".strip())
+
+
+def forkserver_plan(argv: Sequence[str], env: Mapping[str, str]) -> Plan:
+    """The sandbox of the evaluation fork server (one process that forks every eval job): the eval binds
+    with the whole workspace root and the shared build caches writable, since its jobs' workspaces are
+    made after it starts. Its jobs share this one sandbox (docs/isolation.md: the remaining gap)."""
+    s = get_settings()
+    status = isolation_status() if s.isolation != "off" else None
+    if status is None or not status.available:
+        why = "the server runs with --no-isolation" if status is None else status.detail
+        return Plan(kind="eval", warning=f"kernelscope: warning: evaluation jobs run WITHOUT isolation ({why})")
+    assert status.bwrap is not None
+    writable = [s.workspaces_dir, s.home / "build-cache", s.home / "workers"]
+    for d in writable:
+        d.mkdir(parents=True, exist_ok=True)
+    b = binds_for("eval", s.workspaces_dir, argv=argv, env=env, network=False, server_state=[s.home])
+    b = Binds(kind="eval", ro=b.ro, rw=tuple(_unique(writable)), masked=b.masked, devices=b.devices,
+              network=False, sys=True)
+    return Plan(kind="eval", prefix=tuple(bwrap_argv(status.bwrap, b, cwd=s.workspaces_dir, ignore_term=False)),
+                network_isolated=True, isolation=f"bubblewrap {status.version or ''}".strip(), writable=b.rw)
+
+
+def require_isolation(plan: Plan) -> None:
+    """Refuse an untrusted run without isolation where the settings require it."""
+    if not plan.prefix and get_settings().isolation == "required":
+        status = isolation_status()
+        raise IsolationRequired("Running untrusted code (eval, programs, profiles)", status.detail,
+                                status.fix or "install bubblewrap")
+
+
+def pid_namespace(pid: int) -> str | None:
+    """The PID namespace of the first child of ``pid`` (bwrap's sandbox), as its /proc link reads."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return os.readlink(f"/proc/{children[0]}/ns/pid") if children else None
+    except (OSError, IndexError):
+        return None
+
+
+def host_pid(ns_pid: int, namespace: str) -> int | None:
+    """The host's pid of the process ``ns_pid`` of PID namespace ``namespace``."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                line = next((ln for ln in f if ln.startswith("NSpid:")), "")
+            fields = line.split()[1:]
+            if len(fields) > 1 and int(fields[-1]) == ns_pid and os.readlink(f"/proc/{name}/ns/pid") == namespace:
+                return int(name)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------

@@ -286,6 +286,7 @@ class Watchdog:
         self._last_scan = time.monotonic()
         self._tasks_at_scan = _host_tasks() if self.max_processes else None
         self.cwd = cwd
+        self.peak_rss = 0  # the largest resident high-water mark seen in the group, bytes
         self.disk_budget: int | None = None
         self._free0: int | None = None
         if limits.max_disk_bytes:
@@ -307,10 +308,27 @@ class Watchdog:
                     and tasks - self._tasks_at_scan > self.max_processes // 2)
             if jump or now - self._last_scan >= self.scan_every_s:
                 self._last_scan, self._tasks_at_scan = now, tasks
-                n = len(group_pids(pgid))
+                pids = group_pids(pgid)
+                n = len(pids)
+                self.peak_rss = max(self.peak_rss, _peak_resident(pids))
                 if n > self.max_processes:
                     return f"it started more than {self.max_processes} processes ({n} at once; a fork bomb?)"
         return None
+
+
+def _peak_resident(pids: list[int]) -> int:
+    """The largest resident high-water mark (VmHWM) of ``pids``, in bytes."""
+    peak = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return peak
 
 
 def kill_group_until_empty(pgid: int, timeout_s: float = 2.0) -> None:
@@ -544,7 +562,7 @@ def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel:
                 _killpg(proc.pid, signal.SIGKILL)
                 peak = _reap(proc, None)
             break
-    res.peak_rss = peak or None
+    res.peak_rss = max(peak or 0, watchdog.peak_rss) or None
     return res
 
 

@@ -217,6 +217,8 @@ def binds_for(kind: JobKind, workspace: Path, *, argv: Sequence[str], env: Mappi
     env_ro, env_rw = env_paths(env)
     if kind in ("compile", "sass"):
         ro += list(readable) + env_ro
+        if kind == "sass":  # the binary to disassemble (in the artifact store): that one file, read-only
+            ro += [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.isfile(a)]
         return _finish(Binds(kind=kind, ro=tuple(ro), rw=(workspace,), network=False), server_state)
     ro += driver_paths() + env_ro
     rw = (workspace, *env_rw) if kind == "eval" else (workspace,)

@@ -111,6 +111,18 @@ def test_only_compile_and_sass_read_the_allowed_roots_and_server_state_is_masked
     assert "--share-net" not in argv and "--unshare-all" in argv and "--die-with-parent" in argv
 
 
+def test_sass_reads_the_one_binary_it_disassembles(tmp_path: Path) -> None:
+    ws, store = tmp_path / "ws", tmp_path / "store"
+    ws.mkdir()
+    store.mkdir()
+    (store / "k.cubin").write_bytes(b"x")
+    (store / "other.cubin").write_bytes(b"y")
+    b = binds_for("sass", ws, argv=["nvdisasm", "-c", str(store / "k.cubin")], env={})
+    assert store / "k.cubin" in b.ro and store not in b.ro and store / "other.cubin" not in b.ro
+    # a program's arguments are the user's: a path among them is never bound
+    assert store / "k.cubin" not in binds_for("program", ws, argv=["./p", str(store / "k.cubin")], env={}).ro
+
+
 def test_eval_binds_its_cache_directories_writable(tmp_path: Path) -> None:
     ws, cache = tmp_path / "ws", tmp_path / "cache" / "torch-ext"
     ws.mkdir()

@@ -137,11 +137,7 @@ class ForkServer:
     # -- one job
     def run(self, *, cfg: Path, out: Path, cwd: Path, env: Mapping[str, str], limits: Limits,
             cancel: threading.Event | None = None) -> ProcessResult:
-        require_isolation(self._plan)
-        roots = self._plan.writable
-        if self._plan.prefix and not any(cwd.resolve().is_relative_to(r.resolve()) for r in roots):
-            raise ForkServerError(f"the job's workspace {cwd} is outside the fork server's sandbox (the workspace "
-                                  "root); spawn it instead")
+        self._check_isolation(cwd)
         job = f"j{next(self._ids)}"
         q: queue.Queue[dict[str, Any]] = queue.Queue()
         rlimits = job_rlimits(limits)
@@ -164,12 +160,7 @@ class ForkServer:
             msg = q.get(timeout=60)
             if msg.get("event") != "started":
                 raise ForkServerError(f"the fork server failed to start the job: {msg}")
-            pid = int(msg["pid"])
-            if self._namespace is not None:
-                found = host_pid(pid, self._namespace)
-                if found is None:
-                    raise ForkServerError(f"the job's process (pid {pid} in the sandbox) was not found")
-                pid = found
+            pid = self._host_pid(int(msg["pid"]))
             with self._lock:
                 self._active.add(pid)
             deadline = start + limits.wall_s
@@ -218,6 +209,23 @@ class ForkServer:
             limit_exceeded=exceeded, network_isolated=net or self._plan.network_isolated,
             isolation=self._plan.isolation, warning=self._plan.warning,
         )
+
+    def _host_pid(self, pid: int) -> int:
+        """The host's pid of a job the sandboxed server reports by its PID namespace's pid."""
+        if self._namespace is None:
+            return pid
+        found = host_pid(pid, self._namespace)
+        if found is None:
+            raise ForkServerError(f"the job's process (pid {pid} in the sandbox) was not found")
+        return found
+
+    def _check_isolation(self, cwd: Path) -> None:
+        """Refuse the job without isolation where it is required, or when its workspace is not in the sandbox."""
+        require_isolation(self._plan)
+        roots = self._plan.writable
+        if self._plan.prefix and not any(cwd.resolve().is_relative_to(r.resolve()) for r in roots):
+            raise ForkServerError(f"the job's workspace {cwd} is outside the fork server's sandbox (the workspace "
+                                  "root); spawn it instead")
 
     def _kill(self, pid: int, q: queue.Queue[dict[str, Any]], grace_s: float) -> int | None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

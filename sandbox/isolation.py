@@ -229,6 +229,8 @@ def binds_for(kind: JobKind, workspace: Path, *, argv: Sequence[str], env: Mappi
 def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
     ro = _prune(b.ro)
     masked = tuple(s for s in _unique(server_state) if any(_inside(s, r) for r in ro))
+    # files named for the job inside a masked folder (sass's cubin in the store) are bound again above the mask
+    ro += tuple(p for p in _unique(b.ro) if p not in ro and os.path.isfile(p) and any(_inside(p, m) for m in masked))
     return Binds(kind=b.kind, ro=ro, rw=tuple(_unique(b.rw)), masked=masked, devices=b.devices,
                  network=b.network, sys=b.sys, notes=b.notes)
 
@@ -241,15 +243,18 @@ def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True) -> 
     args += [bwrap, "--unshare-all", "--die-with-parent", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     if b.network:
         args.append("--share-net")
+    files = [p for p in b.ro if os.path.isfile(p)]  # after the masks: a file of the store stays visible
     for p in b.ro:
         if os.path.islink(p) and p.parent == Path("/"):  # merged /usr: /lib -> usr/lib
             args += ["--symlink", os.readlink(p), str(p)]
-        else:
+        elif p not in files:
             args += ["--ro-bind-try", str(p), str(p)]
     if b.sys:
         args += ["--ro-bind-try", "/sys", "/sys"]
     for m in b.masked:
         args += ["--tmpfs", str(m)]
+    for p in files:
+        args += ["--ro-bind-try", str(p), str(p)]
     for p in b.rw:
         args += ["--bind", str(p), str(p)]
     for d in b.devices:

@@ -59,7 +59,15 @@ def _apply_isolation(args: argparse.Namespace) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     _apply_settings(args)
+    before = get_settings()
     _apply_isolation(args)
+    code = _serve(args)
+    if code != 0:  # a refused start (in-process callers: tests) leaves the isolation mode as it was
+        set_settings(before)
+    return code
+
+
+def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -35,7 +35,7 @@ UNTRUSTED_KINDS: frozenset[str] = frozenset({"eval", "program", "profile"})
 # Tools whose command line names the job kind (argv[0]'s file name).
 _COMPILERS = frozenset({"nvcc", "ptxas", "nvlink", "fatbinary", "cicc", "gcc", "g++", "cc", "c++", "clang",
                         "clang++", "cudafe++", "nvrtc"})
-_DISASSEMBLERS = frozenset({"cuobjdump", "nvdisasm"})
+_DISASSEMBLERS = frozenset({"cuobjdump", "nvdisasm", "cu++filt", "c++filt"})
 _PROFILERS = frozenset({"ncu", "nsys", "nv-nsight-cu-cli", "ncu-ui"})
 
 # /etc entries a dynamically linked program, the locale and user lookups need (passwd/group: names only).
@@ -286,11 +286,14 @@ def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: Jo
              untrusted: bool = False, isolate_network: bool = False,
              address_space_bytes: int | None = None) -> Plan:
     """The isolation of one command under the server's settings. Raises :class:`IsolationRequired` for an
-    untrusted command (``untrusted``, or an eval/program/profile kind) when isolation is required and
-    missing."""
+    untrusted command (``untrusted`` or ``isolate_network``, a labelled eval/program/profile kind, or the
+    evaluation harness) when isolation is required and missing."""
     s = get_settings()
+    # untrusted: the caller says so (a labelled kind, or isolate_network), or the evaluation harness; the
+    # server's own probes (nvidia-smi, tool versions) are inferred "program" and trusted
+    untrusted = untrusted or isolate_network or (kind is not None and kind in UNTRUSTED_KINDS)
     kind = kind or infer_kind(argv, untrusted=untrusted)
-    untrusted = untrusted or kind in UNTRUSTED_KINDS
+    untrusted = untrusted or kind == "eval"
     cap = address_space_bytes or (s.compiler_memory_bytes if kind in ("compile", "sass") else None)
     status = isolation_status() if s.isolation != "off" else None
     if status is None or not status.available:

@@ -292,3 +292,24 @@ async def test_two_compile_bombs_at_once_are_stopped_and_the_server_answers(
     for text in answers:
         assert "compiler memory cap: 512 MiB" in text and "resident" in text, text[-2000:]
     assert not ok.is_error and ok.structured_content["success"] is True
+
+
+def test_the_servers_own_probes_are_trusted_and_labelled_runs_are_not(tmp_path: Path) -> None:
+    assert not plan_job(["nvidia-smi", "-L"], cwd=tmp_path, env={}).warning or get_settings().isolation == "off"
+    assert plan_job(["cu++filt", "_Z1kv"], cwd=tmp_path, env={}).kind == "sass"
+    before = get_settings()
+    set_settings(before.model_copy(update={"isolation": "required"}))
+    try:
+        os.environ["KERNELSCOPE_BWRAP"], saved = str(tmp_path / "none"), os.environ.get("KERNELSCOPE_BWRAP")
+        assert plan_job(["nvidia-smi", "-L"], cwd=tmp_path, env={}).prefix == ()  # a probe still runs
+        for kw in ({"kind": "program"}, {"isolate_network": True}):
+            with pytest.raises(Exception, match="not available here"):
+                plan_job(["./prog"], cwd=tmp_path, env={}, **kw)  # type: ignore[arg-type]
+        with pytest.raises(Exception, match="not available here"):
+            plan_job([sys.executable, "-s", "-m", "kernelscope.harness", "c", "r"], cwd=tmp_path, env={})
+    finally:
+        set_settings(before)
+        if saved is None:
+            os.environ.pop("KERNELSCOPE_BWRAP", None)
+        else:
+            os.environ["KERNELSCOPE_BWRAP"] = saved

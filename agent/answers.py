@@ -24,14 +24,60 @@ def tool_text(r: Any) -> str:
 
 # ------------------------------------------------------------------------------------------- run
 def _failure_status(ev: dict[str, Any]) -> str:
-    """The search's status for an evaluation that is not a correct, timed candidate."""
-    if ev.get("status") == "invalid" or ev.get("verdict") == "invalid":
+    """The search's status for an evaluation that is not a correct, timed candidate. The verdict decides
+    first: an ``invalid`` or ``incorrect`` verdict is a failure whatever the status and the speedup."""
+    if ev.get("status") == "invalid" or ev.get("verdict") == "invalid" or _invalid_flags(ev):
         return "invalid"
-    if ev.get("status") in ("crashed", "timeout"):
-        return "crashed"
+    if ev.get("status") in ("crashed", "timeout", "harness-error", "too-large"):
+        return "crashed"  # not ranked; the feedback says when the harness, not the candidate, failed
     if ev.get("status") == "error":  # it did not build or import (repairable), or raised while running
         return "compile-error" if _BUILD_ERROR.search(ev.get("error") or "") else "crashed"
     return "incorrect"
+
+
+def _invalid_flags(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in ev.get("flags") or [] if f.get("severity") == "invalid"]
+
+
+def _mismatch(corr: dict[str, Any]) -> str:
+    """Where the outputs differed: trials passed, the first failing trial, the largest errors."""
+    bad = [t for t in corr.get("trial_results") or [] if not t.get("ok")]
+    parts = [f"{corr.get('passed', '?')}/{corr.get('trials', '?')} correctness trials passed "
+             f"(tolerance policy {corr.get('policy', '?')})"]
+    if bad:
+        t = bad[0]
+        parts.append(f"first failing trial {t.get('trial')}" + (f": {t['error']}" if t.get("error") else ""))
+    for k, name in (("max_abs_error", "max abs error"), ("max_rel_error", "max rel error")):
+        v = corr.get(k) if corr.get(k) is not None else (bad[0].get(k) if bad else None)
+        if v is not None:
+            parts.append(f"{name} {v:.4g}")
+    return "; ".join(parts)
+
+
+def feedback_of(ev: dict[str, Any], status: str, speedup: dict[str, Any] | None) -> str:
+    """What an evaluation teaches the next prompt and the search memory, in words (bounded)."""
+    if status == "invalid":
+        msgs = [f"{f.get('id')}: {f.get('message')}" for f in _invalid_flags(ev)]
+        why = "; ".join(msgs) or ev.get("error") or "flagged invalid by the server"
+        return ("INVALID (the server's integrity checks rejected it; it counts as a failure): " + why)[:900]
+    if status == "incorrect":
+        corr = ev.get("correctness") or {}
+        return ("INCORRECT: " + (_mismatch(corr) if corr else (ev.get("error") or "outputs differ")))[:900]
+    if ev.get("status") in ("harness-error", "too-large"):
+        why = ev.get("error") or ""
+        return (f"NOT JUDGED ({ev.get('status')}: the evaluation itself failed, not this candidate): {why}")[:900]
+    if status in ("compile-error", "crashed"):
+        head = "DID NOT BUILD/IMPORT" if status == "compile-error" else f"CRASHED ({ev.get('status')})"
+        tail = ev.get("error") or ev.get("stderr_tail") or ev.get("traceback") or ""
+        return f"{head}: {tail[-800:]}"
+    if speedup is None or speedup.get("speedup") is None:
+        return "correct, not timed"
+    s, lo, hi = speedup.get("speedup"), speedup.get("ci_low"), speedup.get("ci_high")
+    ci = f"95% CI {lo:.3f}-{hi:.3f}, " if lo is not None and hi is not None else ""
+    text = f"correct, {s:.3f}x over eager PyTorch ({ci}{speedup.get('verdict') or ev.get('verdict')})"
+    if (speedup.get("verdict") or ev.get("verdict")) == "slower":
+        text += ": SLOWER than the reference"
+    return text
 
 
 def _energy_ratio(ev: dict[str, Any]) -> float | None:
@@ -42,18 +88,26 @@ def _energy_ratio(ev: dict[str, Any]) -> float | None:
 
 
 def outcome_from_run(result: dict[str, Any] | None, error: str | None, *, energy: bool = False) -> Outcome:
-    """The `run` tool's structured answer (eval mode) as the search's Outcome."""
+    """The `run` tool's structured answer (eval mode) as the search's Outcome: a correct candidate only
+    when the status is ok, the outputs matched and the verdict is neither invalid nor incorrect."""
     if error is not None:
         low = error.lower()
         status = "compile-error" if ("syntax error" in low or "compile" in low or "build" in low) else "invalid"
-        return Outcome(status, note=error[:300])  # type: ignore[arg-type]
+        return Outcome(status, note=error[:300], feedback=f"{status}: {error[:800]}")  # type: ignore[arg-type]
     ev = (result or {}).get("eval") or {}
     corr = ev.get("correctness") or {}
-    if ev.get("status") != "ok" or not corr.get("correct"):
-        return Outcome(_failure_status(ev), note=(ev.get("error") or "")[-600:])  # type: ignore[arg-type]
+    verdict = ev.get("verdict")
+    if ev.get("status") != "ok" or not corr.get("correct") or verdict in ("invalid", "incorrect") \
+            or _invalid_flags(ev):
+        status = _failure_status(ev)
+        return Outcome(status, note=(ev.get("error") or "")[-600:], verdict=verdict,  # type: ignore[arg-type]
+                       feedback=feedback_of(ev, status, None))
     eager = next((s for s in ev.get("speedups", []) if s.get("baseline") == "eager"), None)
     return Outcome("correct", speedup=eager.get("speedup") if eager else None,
-                   energy_ratio=_energy_ratio(ev) if energy else None, note=f"verdict {ev.get('verdict')}")
+                   ci_low=eager.get("ci_low") if eager else None, ci_high=eager.get("ci_high") if eager else None,
+                   verdict=(eager or {}).get("verdict") or verdict,
+                   energy_ratio=_energy_ratio(ev) if energy else None, note=f"verdict {verdict}",
+                   feedback=feedback_of(ev, "correct", eager))
 
 
 # ------------------------------------------------------------------------------------------- analyze

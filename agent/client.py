@@ -93,6 +93,7 @@ class ServerPeer:
     def __init__(self, client: Client, cfg: OptimizeConfig, reference: str) -> None:
         self.client, self.cfg, self.reference = client, cfg, reference
         self.energy = cfg.objective == "energy"
+        self.cache: Any = None  # the run directory (``RunStore``): the model's CUTLASS lookups are kept there
 
     @classmethod
     @asynccontextmanager
@@ -103,11 +104,14 @@ class ServerPeer:
     async def capabilities(self) -> dict[str, Any]:
         return (await self.client.call_tool("capabilities", {})).structured_content or {}
 
-    async def evaluate(self, source: str) -> Evaluation:
-        """``source`` through the `run` tool (eval mode) against the reference."""
+    async def evaluate(self, source: str, *, timing_budget_s: float | None = None,
+                       trials: int | None = None) -> Evaluation:
+        """``source`` through the `run` tool (eval mode) against the reference (the confirmation passes a
+        longer timing budget)."""
         cfg = self.cfg
         args = {"mode": "eval", "reference": self.reference, "candidate": source, "device": cfg.device,
-                "trials": cfg.trials, "tolerance": cfg.tolerance, "timing_budget_s": cfg.timing_budget_s,
+                "trials": trials or cfg.trials, "tolerance": cfg.tolerance,
+                "timing_budget_s": timing_budget_s or cfg.timing_budget_s,
                 "timeout_s": cfg.timeout_s, "measure_energy": self.energy}
         r = await self.client.call_tool("run", args)
         text = tool_text(r)
@@ -136,6 +140,12 @@ class ServerPeer:
         """A CUTLASS tool's text answer, called from a worker thread of the search."""
         if name not in CUTLASS_TOOLS:
             return f"Unknown tool {name!r}: only {', '.join(CUTLASS_TOOLS)} are offered here."
+        kept = self.cache.cached_tool(name, args) if self.cache is not None else None
+        if kept is not None:
+            return str(kept["text"])
         r = anyio.from_thread.run(self.client.call_tool, name, args)
         text = tool_text(r)
-        return ("Error: " + text) if r.is_error else text
+        text = ("Error: " + text) if r.is_error else text
+        if self.cache is not None:
+            self.cache.save_tool(name, args, {"text": text})
+        return text

@@ -49,7 +49,16 @@ class OptimizeConfig(BaseModel):
     cutlass_tools: Literal["auto", "never"] = Field(
         "auto", description="auto: LLM proposers may call search_cutlass/read_cutlass_file when the server has "
                             "the CUTLASS headers.")
-    report: bool = Field(True, description="Write report.html at the end.")
+    report: bool = Field(True, description="Write report.html (after every evaluation, and at the end).")
+    confirm: bool = Field(True, description="Measure the search's best (and its runner-up) again against the "
+                                            "reference with a longer timing budget; the summary states that "
+                                            "confirmed speedup and its interval.")
+    confirm_timing_budget_s: float | None = Field(None, gt=0, le=120, description="The confirmation's timing "
+                                                  "budget per side (None: 4x timing_budget_s, at least 1 s).")
+    llm_retries: int = Field(4, ge=0, le=20, description="Retries of a model error (rate limit, timeout, 5xx, "
+                                                          "unparsable reply) before that proposal fails.")
+    llm_backoff_s: float = Field(2.0, ge=0, le=600, description="First backoff before a retry (doubling; a "
+                                                                "Retry-After header wins), at most 60 s.")
 
 class OptimizeSummary(BaseModel):
     evaluations: int
@@ -60,7 +69,13 @@ class OptimizeSummary(BaseModel):
     start_speedup: float | None
     best_status: str
     history: list[float] = Field(description="Best log2 speedup after each evaluation.")
-    stopped: str = Field("budget", description="Why the search ended: budget, time or exhausted.")
+    stopped: str = Field("budget", description="Why the search ended: budget, time, exhausted, interrupted, or "
+                                               "running (a checkpoint written while it runs).")
+    search_speedup: float | None = Field(None, description="The best's speedup as the search measured it.")
+    best_ci: list[float] | None = Field(None, description="95% CI of best_speedup (the confirmation's, when made).")
+    best_verdict: str | None = None
+    confirmed: bool = Field(False, description="best_speedup comes from the longer confirmation measurement.")
+    confirm_note: str | None = Field(None, description="What the confirmation measured (best and runner-up).")
     parallel: int = Field(1, description="Evaluations that were kept in flight at once.")
     workers: dict[str, int] = Field(default_factory=dict, description="Fresh evaluations per pool worker (gpu0 ...).")
     proposer: str
@@ -68,6 +83,9 @@ class OptimizeSummary(BaseModel):
     llm_tokens: dict[str, int] = Field(default_factory=dict)
     llm_cost_usd: float | None = Field(None, description="Estimated from the model's list price, where known.")
     llm_tool_calls: int = Field(0, description="Server tool calls the LLM made while writing (CUTLASS lookups).")
+    llm_cached: int = Field(0, description="Model replies taken from the run directory (resume): not asked again.")
+    llm_failed: int = Field(0, description="Model calls that failed after their retries (that proposal failed).")
+    llm_retried: int = Field(0, description="Model errors retried with backoff.")
     analyses: int = Field(0, description="`analyze` profiles made (reused ones included).")
     analysis_note: str | None = Field(None, description="Why profiles were not made, when they were not.")
     reference_bottleneck: str | None = None

@@ -49,7 +49,15 @@ def summary_text(summary: OptimizeSummary) -> str:
         if s.parallel > 1 else ""
     llm = f" ({s.llm_calls} LLM calls, {s.llm_tokens} tokens{cost})" if s.llm_calls else ""
     profiles = f"; {s.analyses} profiles" if s.analyses else f"; {s.analysis_note}" if s.analysis_note else ""
-    return (f"best: node {s.best_id} {s.best_config or ''} at {s.best_speedup or 0:.3f}x over the reference "
+    if s.best_speedup is not None:
+        ci = f" (95% CI {s.best_ci[0]:.3f}-{s.best_ci[1]:.3f})" if s.best_ci else ""
+        how = ", confirmed by a longer measurement" if s.confirmed else ""
+        figure = f"at {s.best_speedup:.3f}x over the reference{ci}{how}"
+    else:
+        figure = f"{s.best_status}, no speedup to state"
+    if s.llm_cached or s.llm_failed:
+        llm += f"; {s.llm_cached} replies reused, {s.llm_failed} model calls failed after retries"
+    return (f"best: node {s.best_id} {s.best_config or ''} {figure} "
             f"(start {s.start_speedup or 0:.3f}x), {s.evaluations} evaluations ({s.reused} reused, stopped on "
             f"{s.stopped}) in {s.wall_s:.1f} s{where}; proposer {s.proposer}{llm}{profiles}"
             f"\nrun directory {s.out}" + (f"; report {s.report}" if s.report else ""))
@@ -59,7 +67,15 @@ def run_cli(args: Any) -> int:
     """`kernelscope optimize`: a live view on a terminal (one line per evaluation otherwise), the summary."""
     cfg = config_from_args(args)
     view = make_view(cfg, live=args.live)
-    with view:
-        summary = anyio.run(lambda: optimize(cfg, observer=view))
+    try:
+        with view:
+            summary = anyio.run(lambda: optimize(cfg, observer=view))
+    except KeyboardInterrupt:  # the run directory has the summary and the report as of the latest evaluation
+        path = cfg.out / "summary.json"
+        if path.is_file():
+            print("interrupted; " + summary_text(OptimizeSummary.model_validate_json(path.read_text())))
+        else:
+            print(f"interrupted before the first evaluation; run directory {cfg.out}")
+        return 130
     print(summary_text(summary))
     return 0

@@ -226,6 +226,17 @@ th{background:#f4f4f4;text-align:left} .axis{stroke:#333} .grid{stroke:#eee} .un
 """
 
 
+def _ci(summary: dict[str, Any]) -> str:
+    """The best's interval and how it was measured (confirmed, or the search's own figure)."""
+    ci = summary.get("best_ci")
+    text = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
+    if summary.get("confirmed"):
+        text += ", confirmed by a longer measurement"
+        if summary.get("search_speedup"):
+            text += f" (the search measured {summary['search_speedup']:.3f}x)"
+    return text
+
+
 def render_report(out: Path, summary: dict[str, Any], tree: dict[str, Any]) -> str:
     nodes = _nodes(tree)
     analyses = _load_analyses(out)
@@ -269,8 +280,8 @@ def render_report(out: Path, summary: dict[str, Any], tree: dict[str, Any]) -> s
     facts = [("problem", problem), ("proposer", summary.get("proposer")), ("strategy", cfg.get("strategy", "")),
              ("evaluations", f"{summary['evaluations']} ({summary.get('reused', 0)} reused; stopped on "
                              f"{summary.get('stopped', 'budget')})"),
-             ("best", f"node {best_id}: {sp:.3f}x over the reference" if sp else f"node {best_id}: "
-                      f"{summary.get('best_status')}"),
+             ("best", f"node {best_id}: {sp:.3f}x over the reference{_ci(summary)}" if sp else
+                      f"node {best_id}: {summary.get('best_status')}"),
              ("start", f"{summary['start_speedup']:.3f}x" if summary.get("start_speedup") else "–"),
              ("bottleneck (reference → best)", f"{summary.get('reference_bottleneck') or '–'} → "
                                                f"{summary.get('best_bottleneck') or '–'}"),

@@ -12,13 +12,18 @@ from typing import Any
 
 import torch
 
+from kernelscope.harness.guard import blame
+from kernelscope.harness.memory import CHUNK_ELEMENTS
 from kernelscope.harness.protocol import Config, Findings
 
 TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     # policy -> dtype -> (rtol, atol)
     "strict": {"float64": (1e-9, 1e-9), "float32": (1e-5, 1e-6), "float16": (2e-3, 1e-3), "bfloat16": (1e-2, 1e-2)},
     "default": {"float64": (1e-7, 1e-7), "float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)},
-    "kernelbench": {"float64": (1e-2, 1e-2), "float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2),
+    # KernelBench's get_tolerance_for_precision (src/kernelbench/eval.py, ScalingIntelligence/KernelBench at
+    # commit 0d1222636478e6c238dc9886b6ba4be975b22efe): one value as both rtol and atol, fp32 1e-4, fp16 and
+    # bf16 1e-2. It has no fp64 entry: fp64 outputs get the fp32 value.
+    "kernelbench": {"float64": (1e-4, 1e-4), "float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2),
                     "bfloat16": (1e-2, 1e-2)},
 }
 
@@ -54,7 +59,7 @@ class Inputs:
     def make(self, ref: Any, seed: int) -> list[Any]:
         torch.manual_seed(seed)
         random.seed(seed)
-        with torch.device(self.device):  # tensors made with torch.randn & co. are born on the device
+        with blame("reference", "get_inputs()"), torch.device(self.device):  # torch.randn & co. on the device
             raw = ref.get_inputs()
         out = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in raw]
         for i, x in enumerate(out):
@@ -112,28 +117,77 @@ def _compare_tensor(i: int, r: Any, c: Any, cfg: Config, findings: Findings, inf
             info["error"] = f"output {i}: integer/bool outputs differ from the reference"
             return False
         return True
-    finite = torch.isfinite(c)
-    if not bool(finite.all()):
-        bad = int((~finite).sum())
-        ref_bad = int((~torch.isfinite(r)).sum())
-        info["error"] = (f"output {i}: {bad} NaN/Inf elements of {c.numel()}"
-                         + (" (unwritten output elements read as the poison value)" if bad else "")
-                         + (f"; the reference has {ref_bad} itself" if ref_bad else ""))
+    e = _compare_values(c, r, rtol, atol)
+    worst[0], worst[1] = max(worst[0], e.max_abs), max(worst[1], e.max_rel)
+    if e.nonfinite:
+        info["error"] = (f"output {i}: {e.nonfinite} NaN/Inf elements of {c.numel()}"
+                         " (unwritten output elements read as the poison value)"
+                         + (f"; the reference has {e.ref_nonfinite} itself" if e.ref_nonfinite else ""))
         return False
-    diff = (c.double() - r.double()).abs()
-    worst[0] = max(worst[0], float(diff.max()) if diff.numel() else 0.0)
-    rel = diff / r.double().abs().clamp_min(1e-12)
-    worst[1] = max(worst[1], float(rel.max()) if rel.numel() else 0.0)
-    ok = torch.isclose(c, r, rtol=rtol, atol=atol)
-    if not bool(ok.all()):
-        nbad = int((~ok).sum())
-        idx = int((~ok).flatten().nonzero()[0])
-        info["error"] = (f"output {i}: {nbad} of {c.numel()} elements outside rtol={rtol}, atol={atol}; "
-                         f"first at flat index {idx}: {float(c.flatten()[idx])} vs reference "
-                         f"{float(r.flatten()[idx])}; max abs error {float(diff.max()):.3g}")
+    if e.bad:
+        info["error"] = (f"output {i}: {e.bad} of {c.numel()} elements outside rtol={rtol}, atol={atol}; "
+                         f"first at flat index {e.first}: {e.first_values[0]} vs reference "
+                         f"{e.first_values[1]}; max abs error {e.max_abs:.3g}")
         info["max_abs_error"], info["max_rel_error"] = worst
         return False
     return True
+
+
+@dataclass
+class Errors:
+    """One floating output against the reference's: NaN/Inf counts, elements outside the tolerance (and
+    the first of them), the largest absolute and relative errors."""
+
+    nonfinite: int = 0
+    ref_nonfinite: int = 0
+    bad: int = 0
+    first: int = -1
+    first_values: tuple[float, float] = (0.0, 0.0)
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+
+
+def _chunks(t: Any, flat: bool) -> Any:
+    """Flat pieces of ``t`` of at most CHUNK_ELEMENTS with their flat offsets: views of a contiguous ``t``
+    (``flat``), else slabs along the first dimension (a non-contiguous slab copied one at a time)."""
+    if t.dim() == 0 or flat:
+        flat = t.reshape(-1)
+        for a in range(0, flat.numel(), CHUNK_ELEMENTS):
+            yield a, flat[a:a + CHUNK_ELEMENTS]
+        return
+    per_row = max(1, t[0].numel())
+    rows = max(1, CHUNK_ELEMENTS // per_row)
+    for a in range(0, t.shape[0], rows):
+        yield a * per_row, t[a:a + rows].reshape(-1)
+
+
+def _compare_values(c: Any, r: Any, rtol: float, atol: float) -> Errors:
+    """Chunk by chunk, in the outputs' own dtype (fp32 for 16-bit ones): never a full-size copy. The
+    allclose test itself is torch.isclose in the outputs' dtype, as before; NaN/Inf always fail."""
+    e = Errors()
+    if not c.numel():
+        return e
+    work = torch.float32 if c.is_floating_point() and c.element_size() < 4 else c.dtype
+    flat = c.dim() == 0 or (c.is_contiguous() and r.is_contiguous())
+    for (off, cc), (_, rc) in zip(_chunks(c, flat), _chunks(r, flat), strict=True):
+        fin = torch.isfinite(cc)
+        e.nonfinite += int((~fin).sum())
+        e.ref_nonfinite += int((~torch.isfinite(rc)).sum())
+        del fin
+        if e.nonfinite:
+            continue  # a failure whatever the rest holds; keep counting NaN/Inf only
+        cw, rw = cc.to(work), rc.to(work)
+        diff = (cw - rw).abs()
+        e.max_abs = max(e.max_abs, float(diff.max()))
+        e.max_rel = max(e.max_rel, float((diff / rw.abs().clamp_min(1e-12)).max()))
+        del cw, rw, diff
+        bad = ~torch.isclose(cc, rc, rtol=rtol, atol=atol)
+        nbad = int(bad.sum())
+        if nbad and e.first < 0:
+            j = int(bad.nonzero()[0])
+            e.first, e.first_values = off + j, (float(cc[j]), float(rc[j]))
+        e.bad += nbad
+    return e
 
 
 def compare(ref_out: list[Any], cand_out: list[Any], trial: int, cfg: Config,
@@ -166,6 +220,7 @@ class Trials:
     results: list[dict[str, Any]] = field(default_factory=list)
     dtypes: set[str] = field(default_factory=set)  # the problem's floating dtypes (inputs and outputs)
     previous: tuple[list[Any], list[Any]] | None = None  # the last trial's outputs: reference, candidate
+    keep_previous: bool = True  # off where memory is short (the memory plan): no cached-output check then
 
     def note_dtypes(self, values: list[Any]) -> None:
         for x in values:
@@ -206,5 +261,6 @@ def side_effects(inputs: list[Any], cand_in: list[Any], cand_out: list[Any], ref
             findings.flag_once("cached-output", "invalid",
                                "the candidate returned the same output for new inputs (results cached "
                                "across calls)", {"trial": trial})
-    state.previous = (ref_out, [c.clone() if type(c) is torch.Tensor else c for c in cand_out])
+    state.previous = (ref_out, [c.clone() if type(c) is torch.Tensor else c for c in cand_out]) \
+        if state.keep_previous else None
     return ok

@@ -17,6 +17,8 @@ from kernelscope.harness import cheats
 from kernelscope.harness.cheats import Integrity, audit_ops, fallback_findings, implausible_speedup
 from kernelscope.harness.context import JobContext
 from kernelscope.harness.correctness import Inputs, Trials, compare, flatten, side_effects
+from kernelscope.harness.guard import Attributed, StateGuard, blame, is_device_fault
+from kernelscope.harness.memory import MemoryPlan, Sizes, TooLarge, plan, tensor_bytes
 from kernelscope.harness.observers import Measured, Observer, default_observers
 from kernelscope.harness.protocol import (
     ChildStart,
@@ -44,6 +46,9 @@ def load_module(path: str, name: str) -> Any:
     return mod
 
 
+POISON_COPIES = 4  # poisoned blocks per output before each candidate call (fewer where memory is short)
+
+
 class Harness:
     def __init__(self, cfg: dict[str, Any] | Config, observers: list[Observer] | None = None) -> None:
         self.cfg = cfg if isinstance(cfg, Config) else Config.from_dict(cfg)
@@ -55,12 +60,14 @@ class Harness:
             torch.cuda.init()
         # originals, captured before candidate code is imported
         self.integrity = Integrity(torch, self.cuda, self.findings, allow_tf32=self.cfg.allow_tf32)
+        self.guard = StateGuard(torch, self.cuda, self.findings)
+        self.plan: MemoryPlan | None = None
         self.ctx = JobContext(self.cfg, self.findings, self.integrity.originals, self.device, self.cuda)
         self.observers = observers if observers is not None else default_observers(self.cfg, self.cuda)
         for o in self.observers:
             o.register(self.ctx)
         self.inputs = Inputs(self.device, self.findings, self.ctx.sync)
-        self.timer = Timer(self.ctx, self.observers)
+        self.timer = Timer(self.ctx, self.observers, self.guard)
         self.phases.close("import_torch_and_init_cuda")
 
     def time_interleaved(self, fns: dict[str, Any], sets: list[dict[str, list[Any]]]) -> dict[str, list[float]]:
@@ -94,7 +101,8 @@ class Harness:
     def build(self) -> dict[str, Any]:
         """A build job: importing the candidate builds its extensions; then its NVRTC cubins for the GPU
         that will run it."""
-        load_module(self.cfg.candidate_path, "ks_candidate")
+        with blame("candidate", "import (build)"):
+            load_module(self.cfg.candidate_path, "ks_candidate")
         out: dict[str, Any] = {"status": "ok", "verdict": "inconclusive", "built": True}
         fast = sys.modules.get("kernelscope.fast")
         if self.cfg.prebuild_arch and fast is not None:
@@ -106,12 +114,14 @@ class Harness:
     def load(self) -> tuple[Any, Any, Any]:
         """The reference module and both models, built alike from the same seed."""
         cfg = self.cfg
-        ref = load_module(cfg.reference_path, "ks_reference")
+        with blame("reference", "import"):
+            ref = load_module(cfg.reference_path, "ks_reference")
         with open(cfg.candidate_path) as f:
             cand_src = f.read()
         for flag in fallback_findings(cand_src):
             self.findings.flags.append(Flag(**flag))
-        cand = load_module(cfg.candidate_path, "ks_candidate")
+        with self.guard.call("import", rng=False):
+            cand = load_module(cfg.candidate_path, "ks_candidate")
         self.integrity.check_tampering("at import")
         if not hasattr(cand, "ModelNew"):
             raise Invalid("the candidate module defines no `ModelNew` class")
@@ -119,11 +129,11 @@ class Harness:
             if not hasattr(ref, name):
                 raise Invalid(f"the reference module defines no `{name}`")
         torch.manual_seed(cfg.seed)
-        init = ref.get_init_inputs()
-        with torch.device(self.device):
+        with blame("reference", "get_init_inputs() and Model(...)"), torch.device(self.device):
+            init = ref.get_init_inputs()
             ref_model = ref.Model(*init).to(self.device).eval()
         torch.manual_seed(cfg.seed)
-        with torch.device(self.device):
+        with self.guard.call("ModelNew(...)", rng=False), torch.device(self.device):
             cand_model = cand.ModelNew(*init).to(self.device).eval()
         self.integrity.check_tampering("in ModelNew.__init__")
         self.phases.close("load_and_construct")
@@ -140,7 +150,8 @@ class Harness:
                     all_ok = False
                     if not cfg.all_trials:
                         break
-        self.integrity.check_precision(state.dtypes)
+        with self.guard.as_candidate():  # the flags the candidate set, though restored around its calls
+            self.integrity.check_precision(state.dtypes)
         corr = state.result(all_ok, cfg)
         self.phases.close("correctness")
         return corr
@@ -150,13 +161,16 @@ class Harness:
         compared and its side effects checked."""
         inputs = self.inputs.make(ref, self.cfg.seed + 1000 * (trial + 1))
         state.note_dtypes(inputs)
-        ref_out = flatten(ref_model(*Inputs.clone(inputs)))  # kept alive until compared
-        self.ctx.sync()
+        ref_out, work = self.reference_outputs(ref_model, inputs)  # kept alive until compared
         state.note_dtypes(ref_out)
+        if self.plan is None:
+            self.plan = self.memory_plan(inputs, ref_out, work)
+            state.keep_previous = self.plan.keep_previous
         cand_in = Inputs.clone(inputs)
-        self.inputs.poison(ref_out)
-        cand_raw = cand_model(*cand_in)
-        self.ctx.sync()
+        self.inputs.poison(ref_out, self.plan.poison_copies)
+        with self.guard.call(f"forward (correctness trial {trial})"):
+            cand_raw = cand_model(*cand_in)
+            self.ctx.sync()
         self.integrity.check_tampering("during forward")
         cand_out = flatten(cand_raw)
         ok, info = compare(ref_out, cand_out, trial, self.cfg, self.findings)
@@ -166,11 +180,45 @@ class Harness:
             state.passed += 1
         return ok
 
+    def reference_outputs(self, ref_model: Any, inputs: list[Any]) -> tuple[list[Any], int]:
+        """The reference's outputs on a copy of ``inputs``, and its working memory beyond them (bytes at its
+        peak during the call, less its outputs; 0 on the CPU)."""
+        ref_in = Inputs.clone(inputs)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            before = torch.cuda.memory_allocated(self.device)
+        with blame("reference", "forward"):
+            ref_out = flatten(ref_model(*ref_in))
+            self.ctx.sync()
+        del ref_in
+        if not self.cuda:
+            return ref_out, 0
+        peak = torch.cuda.max_memory_allocated(self.device) - before
+        return ref_out, max(0, peak - tensor_bytes(ref_out))
+
+    def memory_plan(self, inputs: list[Any], ref_out: list[Any], work: int) -> MemoryPlan:
+        """What the trials and the timing keep, against the GPU memory free now (see ``memory.plan``)."""
+        rotate = self.timer.rotation(inputs)
+        if not self.cuda:
+            return MemoryPlan(poison_copies=POISON_COPIES, keep_previous=True, rotate_sets=rotate)
+        free, _ = torch.cuda.mem_get_info(self.device)
+        free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        elems = max((int(x.numel()) for x in ref_out if isinstance(x, torch.Tensor)), default=0)
+        sizes = Sizes(tensor_bytes(inputs), tensor_bytes(ref_out), work)
+        p = plan(free, sizes, elems, poison_copies=POISON_COPIES, rotate_sets=rotate,
+                 flush_bytes=(self.cfg.flush_mb << 20) if self.cfg.flush_l2 else 0)
+        self.timer.max_sets = p.rotate_sets
+        if (note := p.note()) is not None:
+            self.findings.notes.append(note)
+        return p
+
     def op_audit(self, ref: Any, ref_model: Any, cand_model: Any) -> dict[str, list[str]]:
         """One forward each, outside timing: the aten ops each side runs."""
         inputs = self.inputs.make(ref, self.cfg.seed + 7)
-        ref_ops = audit_ops(ref_model, Inputs.clone(inputs), self.ctx.sync)
-        cand_ops = audit_ops(cand_model, Inputs.clone(inputs), self.ctx.sync)
+        with blame("reference", "forward (op audit)"):
+            ref_ops = audit_ops(ref_model, Inputs.clone(inputs), self.ctx.sync)
+        with self.guard.call("forward (op audit)"):
+            cand_ops = audit_ops(cand_model, Inputs.clone(inputs), self.ctx.sync)
         cheats.reference_op_findings(ref_ops, cand_ops, self.findings)
         self.phases.close("op_audit")
         return {"reference": sorted(set(ref_ops)), "candidate": sorted(set(cand_ops))}
@@ -223,17 +271,20 @@ class Harness:
         calls = self.cfg.profile_calls
         with torch.no_grad():
             inputs = self.inputs.make(ref, self.cfg.seed + 1000)
-            ref_out = flatten(ref_model(*Inputs.clone(inputs)))
+            with blame("reference", "forward"):
+                ref_out = flatten(ref_model(*Inputs.clone(inputs)))
             cand_in = Inputs.clone(inputs)
-            cand_model(*cand_in)  # warm-up, outside the profiled range
-            self.ctx.sync()
+            with self.guard.call("forward (warm-up)"):
+                cand_model(*cand_in)  # warm-up, outside the profiled range
+                self.ctx.sync()
             self.phases.close("warm_up")
             if self.cuda:
                 torch.cuda.profiler.start()
             try:
-                for _ in range(calls):
-                    out = cand_model(*cand_in)
-                self.ctx.sync()
+                with self.guard.call("forward (profiled)"):
+                    for _ in range(calls):
+                        out = cand_model(*cand_in)
+                    self.ctx.sync()
             finally:
                 if self.cuda:
                     torch.cuda.profiler.stop()
@@ -244,6 +295,32 @@ class Harness:
             self.findings.notes.append("the candidate's output did not match the reference in the profiled run: "
                                        f"{info.get('error') or info}")
         return result
+
+
+def failure(e: BaseException, h: Harness | None) -> dict[str, Any]:
+    """The answer for an exception that ended the job, by whose it is: the candidate's own (its code
+    raised, or its kernel left a sticky CUDA error) is its answer (``error``, incorrect); the reference's
+    makes the job invalid; a problem too large for the GPU is ``too-large``; anything else is the harness's
+    own failure (``harness-error``), which says nothing about the candidate."""
+    tb = traceback.format_exc(limit=20)[-6000:]
+    if h is None:  # the job never started (its limits, torch's import, CUDA's init)
+        return {"status": "error", "verdict": "invalid", "error": f"{type(e).__name__}: {e}", "traceback": tb}
+    if isinstance(e, Attributed) and e.party == "candidate":
+        return {"status": "error", "verdict": "incorrect", "traceback": tb,
+                "error": f"the candidate raised in {e.where}: {e}"}
+    if isinstance(e, Attributed):
+        return {"status": "error", "verdict": "invalid", "traceback": tb,
+                "error": f"the reference raised in {e.where}: {e}"}
+    if isinstance(e, TooLarge):
+        return {"status": "too-large", "verdict": "inconclusive", "error": str(e)}
+    if is_device_fault(e):
+        return {"status": "error", "verdict": "incorrect", "traceback": tb,
+                "error": f"a CUDA error surfaced in the harness's synchronisation (the candidate's kernel): "
+                         f"{type(e).__name__}: {e}"}
+    memory = f" (memory plan: {h.plan.counted}, free {h.plan.free} bytes)" if h.plan is not None else ""
+    return {"status": "harness-error", "verdict": "inconclusive", "traceback": tb,
+            "error": f"the harness itself failed ({type(e).__name__}: {e}){memory}; this says nothing about "
+                     "the candidate. Please report it with the traceback."}
 
 
 def run_job(cfg_path: str, out_path: str, child: ChildStart | None = None) -> int:
@@ -261,9 +338,7 @@ def run_job(cfg_path: str, out_path: str, child: ChildStart | None = None) -> in
     except Invalid as e:
         result = {"status": "invalid", "verdict": "invalid", "error": str(e)}
     except BaseException as e:
-        tb = traceback.format_exc(limit=20)
-        result = {"status": "error", "verdict": "invalid" if h is None else "incorrect",
-                  "error": f"{type(e).__name__}: {e}", "traceback": tb[-6000:]}
+        result = failure(e, h)
         if isinstance(e, KeyboardInterrupt):
             raise
     if h is not None:

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from kernelscope.harness.context import JobContext
+from kernelscope.harness.guard import Attributed, StateGuard, blame
 from kernelscope.harness.observers.base import Observer, Round, TimingRun, WarmUp
 from kernelscope.harness.protocol import perf_counter
 
@@ -19,17 +20,37 @@ Sets = list[dict[str, list[Any]]]  # per input set: each fn's arguments
 
 
 class Timer:
-    def __init__(self, ctx: JobContext, observers: list[Observer]) -> None:
+    def __init__(self, ctx: JobContext, observers: list[Observer], guard: StateGuard | None = None) -> None:
         self.ctx = ctx
         self.observers = observers
         self.last: TimingRun | None = None
+        self.guard = guard  # the candidate's calls: global state kept apart, failures its own
+        self.max_sets: int | None = None  # the memory plan's cap on rotated input sets
+
+    def _enter(self, n: str) -> None:
+        if n == "candidate" and self.guard is not None:
+            self.guard.enter()
+
+    def _exit(self, n: str) -> None:
+        if n == "candidate" and self.guard is not None:
+            self.guard.exit()
+
+    def call(self, n: str, fn: Any, args: list[Any], where: str) -> Any:
+        """One call of ``fn`` named ``n`` outside the timed rounds: the candidate's under the state guard,
+        each side's failure its own."""
+        if n == "candidate" and self.guard is not None:
+            with self.guard.call(where):
+                return fn(*args)
+        with blame("reference", where):
+            return fn(*args)
 
     def rotation(self, inputs: list[Any]) -> int:
         """How many input sets to rotate through while timing: up to 4, within 1 GiB of inputs."""
         if not self.ctx.cuda:
             return 1
         nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        return max(1, min(self.ctx.cfg.rotate_inputs, (1 << 30) // max(nbytes, 1)))
+        n = max(1, min(self.ctx.cfg.rotate_inputs, (1 << 30) // max(nbytes, 1)))
+        return n if self.max_sets is None else max(1, min(n, self.max_sets))
 
     def time_interleaved(self, fns: Fns, sets: Sets) -> dict[str, list[float]]:
         """Time each fn per call (µs), alternating order each round, the observers' work (the L2 flush)
@@ -42,7 +63,7 @@ class Timer:
         with torch.no_grad():
             for extra in sets[1:]:  # first touch of every set outside the timed rounds
                 for n in run.names:
-                    fns[n](*extra[n])
+                    self.call(n, fns[n], extra[n], "first call on a new input set (timing)")
             run.warm_up = self._warm_up(fns, sets[0], run)
             for o in self.observers:
                 o.before_rounds(run)
@@ -97,13 +118,21 @@ class Timer:
             for obs in self.observers:
                 obs.before_call(n, i == 0)
             s, e = o.Event(enable_timing=True), o.Event(enable_timing=True)
+            self._enter(n)
             o.record(s)
             h1 = perf_counter()
-            fns[n](*inputs[n])
+            try:  # no context manager inside the timed span: a try costs nothing until it raises
+                fns[n](*inputs[n])
+            except Exception as ex:
+                raise Attributed(n if n == "candidate" else "reference", "a timed call", ex) from ex
+            finally:
+                if n == "candidate" and self.guard is not None:
+                    self.guard.restore_stream()  # the end event on the harness's stream
             h2 = perf_counter()
             run.host_us[n].append((h2 - h0) * 1e6)
             run.host_call_us[n].append((h2 - h1) * 1e6)
             o.record(e)
+            self._exit(n)
             evs.append((n, s, e))
         o.synchronize()
         return Round({n: o.elapsed_time(s, e) * 1000.0 for n, s, e in evs}, [s for _, s, _ in evs])
@@ -113,9 +142,14 @@ class Timer:
         for i, n in enumerate(order):
             for obs in self.observers:
                 obs.before_call(n, i == 0)
+            self._enter(n)
             a = perf_counter()
-            fns[n](*inputs[n])
-            times[n] = (perf_counter() - a) * 1e6
+            try:
+                with blame(n if n == "candidate" else "reference", "a timed call"):
+                    fns[n](*inputs[n])
+                times[n] = (perf_counter() - a) * 1e6
+            finally:
+                self._exit(n)
         return Round(times)
 
     def _warm_up(self, fns: Fns, inputs: dict[str, list[Any]], run: TimingRun) -> WarmUp:
@@ -134,7 +168,7 @@ class Timer:
             while k < 3 or perf_counter() - a < chunk_s:
                 for n in run.names:
                     h = perf_counter()
-                    fns[n](*inputs[n])
+                    self.call(n, fns[n], inputs[n], "warm-up (timing)")
                     run.warm_host_s.setdefault(n, []).append(perf_counter() - h)
                 k += 1
                 if k > 10_000:

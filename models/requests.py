@@ -129,8 +129,8 @@ class EvalOptions(BaseModel):
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="eval: where to run.")
     trials: int = Field(5, ge=1, le=100, description="eval: correctness trials (fresh inputs each).")
     tolerance: Literal["strict", "default", "kernelbench"] = Field(
-        "default", description="eval: tolerance policy (default fp32 1e-4, fp16 1e-2, bf16 2e-2; kernelbench 1e-2 for "
-                               "all; strict fp32 1e-5).")
+        "default", description="eval: tolerance policy (default fp32 1e-4, fp16 1e-2, bf16 2e-2; kernelbench as "
+                               "KernelBench: fp32 1e-4, fp16/bf16 1e-2; strict fp32 1e-5).")
     reference_modes: list[Literal["eager", "compile"]] = Field(
         default_factory=lambda: ["eager"], description="eval: baselines to time (eager PyTorch, torch.compile).")
     timing_budget_s: float = Field(0.5, gt=0, le=60, description="eval: seconds of interleaved timed runs.")

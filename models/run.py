@@ -93,7 +93,7 @@ class EnergyReading(BaseModel):
 
 class CheatFlag(BaseModel):
     id: str = Field(description="e.g. reference-ops, fallback-to-torch, side-stream, timer-tampering, "
-                                "cached-output, lazy-output, precision-downgrade, implausible-speedup")
+                                "cached-output, lazy-output, precision-downgrade, global-state, implausible-speedup")
     severity: Literal["invalid", "review"]
     message: str
     evidence: dict[str, object] = Field(default_factory=dict)
@@ -101,8 +101,11 @@ class CheatFlag(BaseModel):
 
 class EvalResult(BaseModel):
     verdict: Verdict
-    status: Literal["ok", "error", "invalid", "crashed", "timeout"]
-    error: str | None = Field(None, description="What went wrong, for error/crashed/timeout/invalid.")
+    status: Literal["ok", "error", "invalid", "crashed", "timeout", "harness-error", "too-large"] = Field(
+        description="ok; error: the candidate (or the reference) raised; harness-error: the harness itself "
+                    "failed, which says nothing about the candidate; too-large: the problem does not fit this GPU "
+                    "with these settings (the error has the numbers and the fix).")
+    error: str | None = Field(None, description="What went wrong, for any status but ok.")
     device: str | None = None
     gpu: str | None = None
     torch: str | None = None

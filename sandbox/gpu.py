@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 from kernelscope.errors import InputError, KernelscopeError
 
+# on_wait(jobs_ahead, waited_s): how a queued job hears of its place in the GPU queue
+WaitCallback = Callable[[int, float], None]
+
 
 @dataclass
 class Lease:
@@ -101,7 +104,7 @@ class GpuPool:
 
     @contextmanager
     def lease(self, device: int | None = None, *, cancel: threading.Event | None = None,
-              on_wait: Callable[[int, float], None] | None = None) -> Iterator[Lease]:
+              on_wait: WaitCallback | None = None) -> Iterator[Lease]:
         """Hold one GPU (``device`` or the first free) for the duration of the block. While queued,
         ``on_wait(jobs_ahead, waited_s)`` is called as soon as the job has to queue, then about once a
         second."""

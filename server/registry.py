@@ -35,12 +35,12 @@ from pydantic.fields import FieldInfo
 
 from kernelscope.errors import KernelscopeError
 from kernelscope.models.requests import is_argument
+from kernelscope.sandbox.gpu import WaitCallback
 
 log = logging.getLogger("kernelscope.server")
 T = TypeVar("T")
 Req = TypeVar("Req", bound=BaseModel)
 Res = TypeVar("Res", bound=BaseModel)
-WaitCallback = Callable[[int, float], None]
 
 HEARTBEAT_S = 1.0  # a call that takes longer sends a progress notification at least this often
 

@@ -128,6 +128,10 @@ def eval_summary(r: EvalResult, budget: int = DEFAULT_BUDGET_CHARS) -> str:
     lines: list[str] = []
     head = {"faster": "FASTER", "slower": "SLOWER", "inconclusive": "INCONCLUSIVE (no significant difference)",
             "incorrect": "INCORRECT", "invalid": "INVALID"}[r.verdict]
+    if r.status == "harness-error":
+        head = "NONE: the harness itself failed (nothing is known about the candidate)"
+    elif r.status == "too-large":
+        head = "NONE: too large for this GPU with these settings"
     where = f" on {r.gpu}" if r.gpu else (f" on {r.device}" if r.device else "")
     worker = f", worker {r.worker}" if r.worker else ""
     build = f", built on the CPU in {r.build_s:.1f} s" if r.build_s else ""

@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -99,10 +100,40 @@ def test_each_worker_has_its_own_caches_and_builds_are_shared_by_content(tmp_pat
 
 def test_builds_go_ahead_on_the_cpu_when_there_is_something_to_build() -> None:
     fast = "from kernelscope.fast import CudaKernel\nK = CudaKernel('...', 'k')\n"
-    ext = "from torch.utils.cpp_extension import load_inline\n"
+    ext = "from torch.utils.cpp_extension import load_inline\nmod = load_inline('ext', cpp_sources='')\n"
     assert needs_build(ext, None) and needs_build(ext, "sm_90")  # extensions: always, GPU or not
     assert needs_build(fast, "sm_90") and not needs_build(fast, None)  # cubins: only for a known target
     assert not needs_build(OK, "sm_90")
+
+
+@pytest.mark.parametrize("src,builds", [
+    ("from torch.utils.cpp_extension import load_inline\n", False),  # the import alone builds nothing
+    ("import torch.utils.cpp_extension\nclass ModelNew: pass\n", False),
+    ("from torch.utils.cpp_extension import load_inline\nm = load_inline(name='x', cpp_sources='')\n", True),
+    ("from torch.utils.cpp_extension import load_inline as li\nm = li(name='x', cpp_sources='')\n", True),
+    ("from torch.utils.cpp_extension import load\nm = load(name='x', sources=['a.cu'])\n", True),
+    ("import torch.utils.cpp_extension as ce\nm = ce.load(name='x', sources=['a.cu'])\n", True),
+    ("from torch.utils import cpp_extension\nm = cpp_extension.load_inline('x', '')\n", True),
+    ("import torch\nm = torch.utils.cpp_extension.load_inline('x', '')\n", True),
+    ("import torch, json\nw = torch.load('w.pt')\nc = json.load(open('c'))\n", False),  # other loads
+    ("def f(:\n load_inline", True),  # does not parse: a build slot, to be safe
+])
+def test_only_real_compilations_take_a_build_slot(src: str, builds: bool) -> None:
+    assert needs_build(src, None) is builds
+
+
+def test_a_fast_path_pre_build_never_waits_behind_extension_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelscope.tools import run as run_tool
+
+    monkeypatch.setattr(run_tool, "_local_arch", lambda pool: "sm_90")
+
+    fast = "from kernelscope.fast import CudaKernel\nK = CudaKernel('...', 'k')\n"
+    pool = LocalPool(GpuPool(["0"]), cpu_workers=1, build_workers=1)
+    job = SimpleNamespace(device="cuda", cand_src=fast, cancel=None)
+    with pool.gpus.lease(), pool.builds.lease():  # every GPU and every build slot busy
+        took, note = run_tool._build_first(job, pool)  # type: ignore[arg-type]
+    assert took is None and "every build slot is busy" in (note or "")
+    assert run_tool._build_first(SimpleNamespace(device="cuda", cand_src=OK, cancel=None), pool) == (None, None)
 
 
 def test_gpu_slots_say_when_a_new_job_would_wait_and_count_their_work() -> None:

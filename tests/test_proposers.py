@@ -70,11 +70,13 @@ def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
     measured slower than its parent, and the model was then asked about another node than the test meant."""
     evaluate = ServerPeer.evaluate
 
-    async def nominal(self: ServerPeer, source: str) -> Evaluation:
-        ev = await evaluate(self, source)
+    async def nominal(self: ServerPeer, source: str, **kw: object) -> Evaluation:
+        ev = await evaluate(self, source, **kw)
         m = re.search(r"^CHUNKS = (\d+)", source, re.M)
         if ev.outcome.ok and m:
             ev.outcome.speedup = 50.0 / int(m.group(1))
+            ev.outcome.ci_low = ev.outcome.ci_high = ev.outcome.speedup
+            ev.outcome.verdict = "faster" if ev.outcome.speedup > 1 else "slower"
         return ev
 
     monkeypatch.setattr(ServerPeer, "evaluate", nominal)
@@ -244,6 +246,7 @@ def test_the_command_with_an_openai_endpoint(provider: tuple[str, FakeModel], tm
     printed = capsys.readouterr().out
     assert printed.startswith("[1/3] node 0 start") and "[3/3] node 2" in printed
     assert f"proposer openai ({len(model.calls)} LLM calls" in printed and f"run directory {out}" in printed
+    assert "confirmed by a longer measurement" in printed  # the best, measured again: its figure is printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluations"] == 3 and summary["proposer"] == "openai" and summary["llm_calls"] == len(model.calls)
     assert (out / "report.html").is_file() and (out / "best.py").is_file()

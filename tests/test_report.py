@@ -156,6 +156,18 @@ def _browser() -> str | None:
     return own if own and Path(own).is_file() else None
 
 
+def _launch(p: Any, browser: str) -> Any:
+    """Start Chromium in its normal multi-process mode (single-process mode segfaulted at launch under a
+    loaded CI run). A browser that dies while starting, before any page of ours exists, is tried once
+    more: that crash is the browser's, and the second failure is reported as it is."""
+    try:
+        return p.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+    except Exception as e:  # playwright's TargetClosedError; its module path is private
+        if "closed" not in str(e):
+            raise
+        return p.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+
+
 def _open(report: Path) -> dict[str, Any]:
     """Load the page in headless Chromium; counts of what it drew, and every error it raised."""
     browser = _browser()
@@ -169,7 +181,7 @@ def _open(report: Path) -> dict[str, Any]:
 
     errors: list[str] = []
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=browser, args=["--no-sandbox", "--single-process", "--no-zygote"])
+        b = _launch(p, browser)
         try:
             page = b.new_page(viewport={"width": 1000, "height": 900})
             page.on("pageerror", lambda e: errors.append(str(e)))

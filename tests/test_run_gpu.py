@@ -185,3 +185,25 @@ def test_memory_traffic_of_another_process_is_left_out_of_the_timings() -> None:
     assert any("timing rounds left out" in n for n in busy.notes)
     q, b = quiet.timings["candidate"].median_us, busy.timings["candidate"].median_us
     assert abs(b / q - 1) < 0.03, (q, b, quiet.flush_probe, busy.flush_probe)
+
+
+def test_a_tf32_candidate_leaves_the_references_time_alone() -> None:
+    """The harness restores its own global state after every candidate call: a candidate that turns TF32
+    on (at import and in every forward) does not make the reference's fp32 matmul run on TF32."""
+    ref = CASES / "gpu_ref_matmul_fp32.py"
+    clean = ev(CASES / "gpu_ok_matmul_fp32.py", ref, allow_tf32=True)
+    tf32 = ev(CASES / "gpu_tf32_matmul.py", ref, allow_tf32=True, atol=0.5, rtol=5e-2)  # TF32 rounding
+    assert clean.status == "ok" and tf32.status == "ok", (clean.error, tf32.error)
+    assert "global-state" in {f.id for f in tf32.flags} and "global-state" not in {f.id for f in clean.flags}
+    a, b = clean.timings["reference"].median_us, tf32.timings["reference"].median_us
+    assert 0.8 < b / a < 1.25, (a, b)  # TF32 would make the reference several times faster
+    assert tf32.timings["candidate"].median_us < 0.7 * b  # the candidate itself did run on TF32
+
+
+def test_a_6_gib_logsoftmax_is_checked_without_running_out_of_memory() -> None:
+    """KernelBench's level-1 LogSoftmax at its scaled-up size ran the harness's float64 comparison out of
+    memory; compared in chunks, with the memory plan, it passes as its own candidate."""
+    r = ev(CASES / "gpu_logsoftmax_self.py", CASES / "gpu_ref_logsoftmax_big.py", trials=2, timeout_s=400)
+    assert r.status == "ok", (r.status, r.error, r.traceback)
+    assert r.correctness and r.correctness.correct, r.correctness
+    assert "out of memory" not in " ".join(r.notes).lower()

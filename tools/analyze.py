@@ -77,12 +77,10 @@ from kernelscope.models import (
     Profile,
 )
 from kernelscope.models.requests import AnalyzeRequest, NcuOptions, ProfileTarget
-from kernelscope.sandbox.gpu import Lease, gpu_pool
+from kernelscope.sandbox.gpu import Lease, WaitCallback, gpu_pool
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.run import _read_source, harness_argv, job_env, program_artifact, stage_program
 from kernelscope.tools.sass import sass_for_artifact
-
-WaitCallback = Callable[[int, float], None]
 
 
 # ---------------------------------------------------------------------------------------- target

@@ -8,6 +8,7 @@ or a hang is a structured result, and the next job on that GPU starts in a fresh
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import importlib.util
@@ -19,7 +20,6 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ from kernelscope.models import (
 )
 from kernelscope.models.requests import EvalRequest, ProgramRequest
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
-from kernelscope.sandbox.gpu import GpuPool, Lease, gpu_pool
+from kernelscope.sandbox.gpu import GpuPool, Lease, WaitCallback, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.pool import LocalPool, Runner, build_cache, current_pool, worker_dir
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
@@ -50,7 +50,6 @@ log = logging.getLogger("kernelscope.tools.run")
 # install must hand its children the path it was imported from.
 HARNESS = ("-s", "-m", "kernelscope.harness")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(kernelscope.__file__)))
-WaitCallback = Callable[[int, float], None]
 
 
 def harness_argv(config: Path, result: Path) -> list[str]:
@@ -168,8 +167,9 @@ _FAST_MARKERS = ("kernelscope.fast", "CudaKernel")
 
 
 def needs_build(candidate: str, arch: str | None) -> bool:
-    """Whether a candidate has something to build before it takes a GPU: extensions (load_inline), or
-    fast-path kernels when the GPUs' target ``arch`` is known."""
+    """Whether a candidate has something to build before it takes a GPU: extensions it really compiles
+    (a call of load_inline/load, not the import alone), or fast-path kernels when the GPUs' target ``arch``
+    is known (given only while every GPU is busy, so the NVRTC build overlaps the wait)."""
     return needs_extension_build(candidate) or (arch is not None and any(m in candidate for m in _FAST_MARKERS))
 
 
@@ -331,12 +331,17 @@ def _local_arch(pool: LocalPool) -> str | None:
 def _build_first(job: _EvalJob, pool: LocalPool) -> tuple[float | None, str | None]:
     """Builds run first, on a CPU build worker without the GPU: minutes of compiling extensions
     (load_inline) must not hold the lease, and while every GPU is busy a fast-path candidate's NVRTC
-    build goes ahead too, so it overlaps the evaluations under way. The outputs are cached by content,
-    so the evaluation loads them at once. A failed pre-build is not an answer: the evaluation then
-    builds (and reports) it itself."""
+    build goes ahead too, so it overlaps the evaluations under way (but only on a free build slot: it
+    never waits behind extension builds). A candidate with nothing to build goes straight to the GPU.
+    The outputs are cached by content, so the evaluation loads them at once. A failed pre-build is not an
+    answer: the evaluation then builds (and reports) it itself."""
     arch = _local_arch(pool) if job.device == "cuda" and pool.gpus.contended() else None
     if not needs_build(job.cand_src, arch):
         return None, None
+    if not needs_extension_build(job.cand_src) and pool.builds.contended():
+        # only an NVRTC pre-build (well under a second): never queued behind minutes of extension builds;
+        # the evaluation compiles its kernels itself
+        return None, "pre-build skipped: every build slot is busy; the fast path compiles on the GPU worker"
     with pool.builds.lease(cancel=job.cancel):
         return _prebuild(job.ws, job.s, job.req, job.limits, job.cancel, job.cand_src, arch)
 
@@ -373,11 +378,45 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
     return result
 
 
-_BUILD_MARKERS = ("load_inline", "cpp_extension")
+_BUILDERS = {"load_inline", "load"}  # torch.utils.cpp_extension's functions that compile and load an extension
+
+
+def _builder_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """Local names bound to cpp_extension's builders (``from ... import load_inline as li``), and names the
+    ``cpp_extension`` module itself is bound to (``from torch.utils import cpp_extension as ce``)."""
+    funcs: set[str] = set()
+    modules = {"cpp_extension"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("cpp_extension"):
+            funcs |= {a.asname or a.name for a in node.names if a.name in _BUILDERS}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "") == "torch.utils":
+            modules |= {a.asname or a.name for a in node.names if a.name == "cpp_extension"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name.endswith("cpp_extension") and a.asname}
+    return funcs, modules
 
 
 def needs_extension_build(source: str) -> bool:
-    return any(m in source for m in _BUILD_MARKERS)
+    """Whether the candidate really compiles an extension: a call of cpp_extension's ``load_inline`` or
+    ``load`` (by an imported name, an alias, or through the module), not merely the import. A source that
+    does not parse is given the benefit of the doubt (a build slot if it names load_inline)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return "load_inline" in source or "cpp_extension" in source
+    funcs, modules = _builder_names(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and (f.id in funcs or f.id == "load_inline"):
+            return True
+        if isinstance(f, ast.Attribute) and f.attr in _BUILDERS:
+            root = f.value
+            named = root.attr if isinstance(root, ast.Attribute) else (root.id if isinstance(root, ast.Name) else "")
+            if named in modules or f.attr == "load_inline":
+                return True
+    return False
 
 
 def _prebuild(ws: Path, s: Settings, req: EvalRequest, limits: Limits, cancel: threading.Event | None,

@@ -1,7 +1,9 @@
 """The LLM clients, through the providers' official SDKs (optional dependencies, imported when a client is
 made): Anthropic's Messages API (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``) and any
 OpenAI-compatible chat-completions endpoint (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``; vLLM, ollama,
-OpenAI). Either may let the model call server tools before it answers; usage is counted per call."""
+OpenAI). Either may let the model call server tools before it answers; usage is counted per call. The
+SDKs' own retries are off by default (``max_retries=0``): the LLM proposer retries with its own backoff,
+which tests can run without waiting."""
 
 from __future__ import annotations
 
@@ -41,12 +43,15 @@ class AnthropicClient:
     max_tool_calls: int = 6
     api_key: str | None = None
     base_url: str | None = None
+    max_retries: int = 0
+    timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         import anthropic
 
         self._c = anthropic.Anthropic(api_key=self.api_key or os.environ.get("ANTHROPIC_API_KEY"),
-                                      base_url=self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None)
+                                      base_url=self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+                                      max_retries=self.max_retries, timeout=self.timeout_s)
 
     def complete(self, system: str, user: str, tools: Sequence[ToolSpec] = (),
                  call_tool: ToolCaller | None = None) -> tuple[str, dict[str, int]]:
@@ -78,12 +83,15 @@ class OpenAIClient:
     max_tool_calls: int = 6
     api_key: str | None = None
     base_url: str | None = None
+    max_retries: int = 0
+    timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         import openai
 
         self._c = openai.OpenAI(api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "none",
-                                base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None)
+                                base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                                max_retries=self.max_retries, timeout=self.timeout_s)
 
     def complete(self, system: str, user: str, tools: Sequence[ToolSpec] = (),
                  call_tool: ToolCaller | None = None) -> tuple[str, dict[str, int]]:

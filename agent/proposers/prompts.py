@@ -38,15 +38,47 @@ def rationale(reply: str) -> str:
     return (head[0] if head else "model proposal")[:160]
 
 
+def _result(node: Node) -> str:
+    o = node.outcome
+    if o.feedback:
+        return o.feedback
+    return (f"correct, {o.speedup:.3f}x over the reference" if o.ok and o.speedup else
+            f"{o.status}: {o.note}" if o.note else o.status)
+
+
+def reference_block(reference: str) -> str:
+    return f"## Reference\n```python\n{reference.strip()}\n```\n\n"
+
+
 def build_prompt(reference: str, node: Node, memory: SearchMemory, source: str) -> str:
     o = node.outcome
-    result = (f"correct, {o.speedup:.3f}x over the reference" if o.ok and o.speedup else
-              f"{o.status}: {o.note}" if o.note else o.status)
     findings = "\n".join(f"- {f}" for f in (o.details or o.findings)) or "- (no profile findings for this candidate)"
-    return (f"## Reference\n```python\n{reference.strip()}\n```\n\n"
-            f"## Current candidate (node {node.id}: {result})\n```python\n{source.strip()}\n```\n\n"
+    return (reference_block(reference) +
+            f"## Current candidate (node {node.id}: {_result(node)})\n```python\n{source.strip()}\n```\n\n"
             f"## Bottleneck class\n{o.bottleneck or 'not profiled'}\n\n## Findings (most severe first)\n{findings}\n\n"
             f"## What the search has tried\n{memory.summary()}\n\n"
             "Write the improved candidate.")
 
 
+def follow_up_prompt(reference: str, source: str, reply: str) -> str:
+    """The one follow-up for a reply without a code block: the reference and the current code again."""
+    return (reference_block(reference) +
+            f"## The candidate to improve\n```python\n{source.strip()}\n```\n\n"
+            f"## Your reply\n{reply[:4000]}\n\n"
+            "Your reply had no ```python block defining ModelNew. Reply with the whole module in one ```python block.")
+
+
+REPAIR_HEADS = {
+    "compile-error": "This candidate failed to build or import",
+    "crashed": "This candidate crashed while it ran",
+    "incorrect": "This candidate ran, but its outputs did not match the reference's",
+    "invalid": "The server rejected this candidate as invalid (it must do the main work in its own kernels)",
+}
+
+
+def repair_prompt(reference: str, source: str, status: str, feedback: str) -> str:
+    """The one repair turn for a failed candidate: the reference, what went wrong, the candidate (last)."""
+    head = REPAIR_HEADS.get(status, f"This candidate failed ({status})")
+    return (reference_block(reference) + f"## Repair\n{head}:\n```\n{feedback[:3000]}\n```\n\n"
+            f"## The failed candidate\n```python\n{source.strip()}\n```\n"
+            "Fix it. Reply with a one-line rationale, then the whole module in one ```python block.")

@@ -100,7 +100,7 @@ class SearchState:
         parent, cand = p.parent, p.cand
         r = reward(out, energy_weight=self.energy_weight)
         node = Node(id=len(self.nodes), key=cand.key, payload=cand.payload, outcome=out, reward=r, parent=parent,
-                    change=cand.change, depth=parent.depth + 1, value=r)
+                    change=out.label or cand.change, depth=parent.depth + 1, value=r)
         parent.children.append(node)
         self.nodes.append(node)
         self.memory.record(parent, node)
@@ -395,7 +395,8 @@ class _Inline(Executor):
 
 def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start: Candidate, *, budget: int,
                energy_weight: float = 0.0, on_step: Callable[[SearchState], None] | None = None,
-               deadline: float | None = None, parallel: int = 1, simulate: bool = False) -> SearchState:
+               deadline: float | None = None, parallel: int = 1, simulate: bool = False,
+               stop: Callable[[], bool] | None = None) -> SearchState:
     """Evaluate ``start`` and then spend up to ``budget`` evaluations in all (the start counts), stopping
     early once ``time.monotonic()`` passes ``deadline`` (the evaluations under way are finished).
 
@@ -406,7 +407,8 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
     some are in flight, the next result is awaited first. ``simulate`` runs the same schedule without
     threads, as ``parallel`` workers of equal speed would: each evaluation runs when it is submitted and
     results are committed in submission order (reproducible with a deterministic ``evaluate``, as in the
-    benchmarks' replay)."""
+    benchmarks' replay). ``stop`` (when given and true) ends the search like the deadline, as
+    ``interrupted``."""
     if budget < 1:
         raise ValueError("the budget is at least one evaluation (the starting candidate)")
     if parallel < 1:
@@ -420,9 +422,12 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
     if on_step is not None:
         on_step(st)
     if parallel > 1:
-        _run_parallel(strategy, st, budget, on_step, deadline, parallel, simulate)
+        _run_parallel(strategy, st, budget, on_step, deadline, parallel, simulate, stop)
         return st
     while len(st.nodes) < budget:
+        if stop is not None and stop():
+            st.stopped = "interrupted"
+            break
         if deadline is not None and time.monotonic() >= deadline:
             st.stopped = "time"
             break
@@ -435,11 +440,15 @@ def run_search(strategy: Strategy, expander: Expander, evaluate: Evaluate, start
 
 
 def _run_parallel(strategy: Strategy, st: SearchState, budget: int, on_step: Callable[[SearchState], None] | None,
-                  deadline: float | None, parallel: int, simulate: bool) -> None:
+                  deadline: float | None, parallel: int, simulate: bool,
+                  stop: Callable[[], bool] | None = None) -> None:
     flights: list[tuple[Future[Outcome], Pending]] = []  # oldest first
     with _Inline() if simulate else ThreadPoolExecutor(parallel, thread_name_prefix="evaluate") as pool:
         while True:
             while len(flights) < parallel and len(st.nodes) + len(flights) < budget:
+                if stop is not None and stop():
+                    st.stopped = "interrupted"
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     st.stopped = "time"  # propose nothing more; what is in flight is finished
                     break

@@ -36,7 +36,10 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "key": self.key, "change": self.change, "depth": self.depth,
-                "status": self.outcome.status, "speedup": self.outcome.speedup, "reward": round(self.reward, 4),
+                "status": self.outcome.status, "speedup": self.outcome.speedup,
+                "ci": [self.outcome.ci_low, self.outcome.ci_high] if self.outcome.ci_low is not None else None,
+                "verdict": self.outcome.verdict, "feedback": self.outcome.feedback[:300] or None,
+                "reward": round(self.reward, 4),
                 "value": round(self.value, 4), "visits": self.visits, "bottleneck": self.outcome.bottleneck,
                 "findings": self.outcome.findings[:5], "dead": self.dead_reason or None,
                 **({"pending": self.pending} if self.pending else {}),
@@ -52,6 +55,8 @@ class MemoryEntry:
     delta: float  # child reward - parent reward
     findings_before: list[str]
     findings_after: list[str]
+    feedback: str = ""  # what the evaluation said (the error, the mismatch, the flag, the slowdown)
+    repaired_from: str = ""  # what was wrong before a repair turn
 
 
 class SearchMemory:
@@ -64,7 +69,8 @@ class SearchMemory:
     def record(self, parent: Node, child: Node) -> None:
         self.entries.append(MemoryEntry(parent.id, child.id, child.change, child.outcome.status,
                                         child.reward - parent.reward, list(parent.outcome.findings),
-                                        list(child.outcome.findings)))
+                                        list(child.outcome.findings), child.outcome.feedback,
+                                        child.outcome.repaired_from))
 
     def move_stats(self) -> dict[str, tuple[int, int]]:
         """Kind of change (a change's first word, e.g. ``BLOCK+``) -> (times it helped, times it hurt
@@ -85,11 +91,14 @@ class SearchMemory:
         ranked = sorted(self.entries, key=lambda e: -abs(e.delta) if e.status == "correct" else 0.0)[:limit]
         lines = []
         for e in ranked:
+            before = f" [before its repair: {' '.join(e.repaired_from.split())[:200]}]" if e.repaired_from else ""
             if e.status != "correct":
-                lines.append(f"- {e.change}: {e.status} (node {e.child})")
+                why = " ".join(e.feedback.split())[:240] if e.feedback else ""
+                lines.append(f"- {e.change}: {e.status} (node {e.child})" + (f": {why}" if why else "") + before)
                 continue
-            verdict = "helped" if e.delta > 0.01 else "hurt" if e.delta < -0.01 else "no change"
+            verdict = "helped" if e.delta > 0.01 else "hurt (slower than its parent)" if e.delta < -0.01 \
+                else "no change"
             fixed = self.resolved(e)
             lines.append(f"- {e.change}: {verdict} ({2 ** e.delta:.2f}x vs its parent, node {e.child})"
-                         + (f"; resolved {', '.join(fixed)}" if fixed else ""))
+                         + (f"; resolved {', '.join(fixed)}" if fixed else "") + before)
         return "\n".join(lines)

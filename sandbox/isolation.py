@@ -165,6 +165,13 @@ def cuda_paths(env: Mapping[str, str]) -> list[Path]:
     if nvcc:
         out.append(Path(nvcc).resolve().parent.parent)
     out.append(Path("/usr/local/cuda"))
+    # Nsight Compute and Nsight Systems: the toolkit's ncu/nsys are wrappers that look for the real install
+    # beside the toolkit or under /opt/nvidia (the standalone packages); bind the real folders of the tools too
+    out.append(Path("/opt/nvidia"))
+    for tool in ("ncu", "nsys"):
+        found = shutil.which(tool, path=env.get("PATH") or os.environ.get("PATH"))
+        if found:
+            out.append(Path(found).resolve().parent.parent)
     return [p for p in _unique(out) if p.exists()]
 
 

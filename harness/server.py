@@ -114,9 +114,50 @@ class Server:
 
     # -- in the forked child
     def child(self, job: dict[str, Any]) -> NoReturn:
-        """Become a session leader, apply the limits (as the launcher does), then run one evaluation."""
+        """Become a session leader; in a sandboxed server (``view`` in the job) take the job's private view and
+        run it as pid 1 of its own PID namespace, this process waiting for it; then apply the limits (as the
+        launcher does) and run one evaluation."""
         start = ChildStart(wall_clock())
         os.setsid()
+        view = job.get("view")
+        if view is not None:
+            failed = self.limits.private_view(view["keep"], view["mask"])
+            if failed is None:
+                self.relay(os.fork())  # the job runs in the new PID namespace; this process only waits
+                failed = self.limits.enter_pid_namespace()
+            if failed is not None:
+                _redirect(job["stdout"], job["stderr"])
+                _refuse(job["out"], start, [failed], what="cannot isolate the job: ")
+        self.run_child(job, start)
+
+    def relay(self, pid: int) -> None:
+        """In the parent of a job that runs in its own PID namespace: nothing for the child (returns); here,
+        wait for it and end as it ended (pid 1 of a namespace ignores a SIGTERM it has no handler for, so the
+        job's SIGTERM handler ends it; this process ignores SIGTERM and follows)."""
+        if pid == 0:
+            signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # let go of the server's pipes
+            os.dup2(devnull, fd)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        code = os.WEXITSTATUS(status) if sig is None else 1
+        if sig is None and code == 128 + signal.SIGTERM:
+            sig = signal.SIGTERM
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        os._exit(code)
+
+    def run_child(self, job: dict[str, Any], start: ChildStart) -> NoReturn:
+        """Apply the limits (as the launcher does), then run one evaluation."""
         failed, net = self.limits.apply_limits(job.get("rlimits", {}), bool(job.get("unshare_net")))
         os.chdir(job["cwd"])
         _redirect(job["stdout"], job["stderr"])
@@ -160,9 +201,10 @@ def _redirect(stdout: str, stderr: str) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
 
-def _refuse(out: str, start: ChildStart, failed: list[str]) -> NoReturn:
-    """The job's limits could not be applied: say so on stderr and in the result, and run nothing."""
-    error = "kernelscope sandbox: cannot apply the limit " + "; ".join(failed)
+def _refuse(out: str, start: ChildStart, failed: list[str], what: str = "cannot apply the limit ") -> NoReturn:
+    """The job's limits (or its sandbox) could not be applied: say so on stderr and in the result, and run
+    nothing."""
+    error = "kernelscope sandbox: " + what + "; ".join(failed)
     sys.stderr.write(error + "\n")
     sys.stderr.flush()
     try:

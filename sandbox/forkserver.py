@@ -34,7 +34,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelscope.sandbox.isolation import Plan, forkserver_plan, host_pid, pid_namespace, require_isolation
+from kernelscope.sandbox.isolation import (
+    Plan,
+    forkserver_plan,
+    host_pid,
+    job_view,
+    pid_namespace,
+    require_isolation,
+)
 from kernelscope.sandbox.process import (
     Limits,
     ProcessResult,
@@ -97,6 +104,11 @@ class ForkServer:
                 self.close()
                 raise ForkServerError("the fork server's sandbox has no PID namespace to find its jobs in")
 
+    @property
+    def isolation(self) -> str | None:
+        """The sandbox its jobs run in (None: unisolated)."""
+        return self._plan.isolation
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -141,10 +153,12 @@ class ForkServer:
         job = f"j{next(self._ids)}"
         q: queue.Queue[dict[str, Any]] = queue.Queue()
         rlimits = job_rlimits(limits)
-        net = limits.isolate_network and network_isolation_status()[0]
+        # a sandboxed server has no network to leave (and its jobs drop the capability to try)
+        net = limits.isolate_network and not self._plan.prefix and network_isolation_status()[0]
         stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
         req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
-               "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p)}
+               "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p),
+               "view": job_view(self._plan, cwd, env)}
         argv = [sys.executable, *self.command, str(cfg), str(out)]
         with self._lock:
             self._waiters[job] = q
@@ -259,6 +273,16 @@ def _tail(path: Path, cap: int) -> tuple[str, int]:
 
 _servers: dict[str, ForkServer] = {}
 _servers_lock = threading.Lock()
+_why_not: dict[str, str] = {}  # per command: why the last start failed, or why the last server ended
+
+
+def unavailable_reason(command: Sequence[str]) -> str | None:
+    """Why ``get_fork_server(command)`` last returned None (for the job's answer)."""
+    if not hasattr(os, "fork"):
+        return "this platform has no fork"
+    if os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
+        return "KERNELSCOPE_NO_FORKSERVER is set"
+    return _why_not.get(" ".join(command))
 
 
 def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServer | None:
@@ -271,12 +295,18 @@ def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServe
         fs = _servers.get(key)
         if fs is not None and fs.alive():
             return fs
+        if fs is not None:  # it ended: say how (a restart costs the warm start again)
+            assert fs._proc is not None
+            code = fs._proc.returncode
+            log.warning("the fork server (pid %s) ended with %s; starting it again", fs._proc.pid,
+                        _signal_name(code) or f"exit status {code}")
         try:
             home = env.get("HOME")
             log_path = Path(home) / "forkserver.log" if home else None
             fs = _servers[key] = ForkServer(command, env, log_path=log_path)
         except (ForkServerError, OSError) as e:
             log.warning("fork server unavailable, spawning processes instead: %s", e)
+            _why_not[key] = f"the fork server could not start: {e}"
             _servers.pop(key, None)
             return None
         return fs

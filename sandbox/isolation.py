@@ -242,12 +242,18 @@ def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
                  network=b.network, sys=b.sys, notes=b.notes)
 
 
-def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True) -> list[str]:
-    """The bwrap command line (up to ``--``) that runs a command under ``b``, in ``cwd``."""
+def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True, die_with_parent: bool = True,
+               caps: Sequence[str] = ()) -> list[str]:
+    """The bwrap command line (up to ``--``) that runs a command under ``b``, in ``cwd``. ``die_with_parent``:
+    bwrap's PR_SET_PDEATHSIG, which fires when the *thread* that started it ends (never for a process that
+    outlives the call that started it); ``caps``: capabilities kept inside the sandbox's user namespace."""
     # bwrap does not forward signals: it runs with SIGTERM ignored (inherited through exec), so a timeout's
     # SIGTERM to the process group reaches the job alone (the launcher restores it), and SIGKILL ends all
     args = ["/bin/sh", "-c", 'trap "" TERM; exec "$@"', "sh"] if ignore_term else []
-    args += [bwrap, "--unshare-all", "--die-with-parent", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    args += [bwrap, "--unshare-all", *(["--die-with-parent"] if die_with_parent else []), "--tmpfs", "/tmp",
+             "--proc", "/proc", "--dev", "/dev"]
+    for cap in caps:
+        args += ["--cap-add", cap]
     if b.network:
         args.append("--share-net")
     files = [p for p in b.ro if os.path.isfile(p)]  # after the masks: a file of the store stays visible
@@ -324,7 +330,11 @@ def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: Jo
 def forkserver_plan(argv: Sequence[str], env: Mapping[str, str]) -> Plan:
     """The sandbox of the evaluation fork server (one process that forks every eval job): the eval binds
     with the whole workspace root and the shared build caches writable, since its jobs' workspaces are
-    made after it starts. Its jobs share this one sandbox (docs/isolation.md: the remaining gap)."""
+    made after it starts. Each job then narrows it for itself (``sandbox/limits.py`` ``private_view``: its
+    own mount and PID namespaces in which only its workspace and caches are there, then every capability
+    dropped), for which the server keeps CAP_SYS_ADMIN and CAP_SETPCAP inside the sandbox's user namespace
+    (never on the host). No ``--die-with-parent``: the server is started by whichever thread first needs
+    it and outlives that thread; it ends when its stdin closes (the parent gone), and its jobs with it."""
     s = get_settings()
     status = isolation_status() if s.isolation != "off" else None
     if status is None or not status.available:
@@ -337,8 +347,30 @@ def forkserver_plan(argv: Sequence[str], env: Mapping[str, str]) -> Plan:
     b = binds_for("eval", s.workspaces_dir, argv=argv, env=env, network=False, server_state=[s.home])
     b = Binds(kind="eval", ro=b.ro, rw=tuple(_unique(writable)), masked=b.masked, devices=b.devices,
               network=False, sys=True)
-    return Plan(kind="eval", prefix=tuple(bwrap_argv(status.bwrap, b, cwd=s.workspaces_dir, ignore_term=False)),
-                network_isolated=True, isolation=f"bubblewrap {status.version or ''}".strip(), writable=b.rw)
+    prefix = bwrap_argv(status.bwrap, b, cwd=s.workspaces_dir, ignore_term=False, die_with_parent=False,
+                        caps=FORKSERVER_CAPS)
+    return Plan(kind="eval", prefix=tuple(prefix), network_isolated=True,
+                isolation=f"bubblewrap {status.version or ''} (fork server; per-job mount and PID namespace)".strip(),
+                writable=b.rw)
+
+
+FORKSERVER_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+
+
+def job_view(plan: Plan, cwd: Path, env: Mapping[str, str]) -> dict[str, list[str]] | None:
+    """What a job of a sandboxed fork server keeps of the server's writable folders (its workspace and the
+    cache folders its environment names inside them, created here) and what it masks (those folders);
+    None for an unsandboxed server."""
+    if not plan.prefix:
+        return None
+    roots = [r.resolve() for r in plan.writable]
+    keep = [cwd.resolve()]
+    for var in WRITABLE_CACHE_VARS:
+        value = env.get(var)
+        if value and os.path.isabs(value) and any(Path(value).resolve().is_relative_to(r) for r in roots):
+            Path(value).mkdir(parents=True, exist_ok=True)
+            keep.append(Path(value).resolve())
+    return {"keep": [str(p) for p in _unique(keep)], "mask": [str(p) for p in plan.writable]}
 
 
 def require_isolation(plan: Plan) -> None:

@@ -4,8 +4,10 @@ Settings come from the command line (``kernelscope serve --root ... --home ...``
 (``KERNELSCOPE_HOME``, ``KERNELSCOPE_ALLOWED_ROOTS``, a ``os.pathsep``-separated list;
 ``KERNELSCOPE_CUTLASS_ROOT``, a CUTLASS checkout to use instead of NVIDIA's wheel;
 ``KERNELSCOPE_ISOLATION``: required, auto or off, ``KERNELSCOPE_NO_ISOLATION=1`` meaning off;
-``KERNELSCOPE_COMPILER_MEMORY_MB``, the compilers' address-space cap, 0 for none; ``KERNELSCOPE_BWRAP``,
-the bubblewrap binary, read by ``sandbox/isolation.py``). Hosts launch MCP servers with a minimal
+``KERNELSCOPE_COMPILER_MEMORY_MB``, the compilers' address-space cap, 0 for none;
+``KERNELSCOPE_JOB_MEMORY_MB``, an untrusted job's memory cap, 0 for none; ``KERNELSCOPE_BWRAP``, the
+bubblewrap binary, read by ``sandbox/isolation.py``; ``KERNELSCOPE_JOB_CGROUP``, the delegated cgroup v2
+directory for the jobs' cgroups, read by ``sandbox/cgroup.py``). Hosts launch MCP servers with a minimal
 environment, so every variable must be passed explicitly in the host's config.
 """
 
@@ -29,6 +31,16 @@ def default_compiler_memory() -> int:
     except (ValueError, OSError, AttributeError):
         return 8 * GiB
     return max(1 * GiB, min(8 * GiB, total // 4))
+
+
+def default_job_memory() -> int:
+    """The memory cap of one untrusted job (evaluation, program, profile): three eighths of the machine's memory
+    (two at once leave a quarter for the host and the server), at least 1 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * GiB
+    return max(1 * GiB, total * 3 // 8)
 
 
 def _default_home() -> Path:
@@ -62,6 +74,13 @@ class Settings(BaseModel):
                     "nvdisasm); never applied to CUDA processes. None: no cap."
     )
 
+    job_memory_bytes: int | None = Field(
+        default_factory=default_job_memory, gt=0,
+        description="Memory of one untrusted job (evaluation, program run, profile) and every process it starts: a "
+                    "cgroup v2 memory.max where the host delegates a cgroup (KERNELSCOPE_JOB_CGROUP or the server's "
+                    "own), else the watchdog's limit on their resident size together. None: no cap."
+    )
+
     @property
     def artifacts_dir(self) -> Path:
         return self.home / "artifacts"
@@ -91,6 +110,9 @@ def settings_from_env(
     mem = os.environ.get("KERNELSCOPE_COMPILER_MEMORY_MB", "").strip()
     if mem:
         extra["compiler_memory_bytes"] = int(mem) * MiB if mem != "0" else None
+    job_mem = os.environ.get("KERNELSCOPE_JOB_MEMORY_MB", "").strip()
+    if job_mem:
+        extra["job_memory_bytes"] = int(job_mem) * MiB if job_mem != "0" else None
     return Settings(
         home=home_path.resolve(),
         allowed_roots=[Path(r).expanduser().resolve() for r in roots],

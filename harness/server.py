@@ -104,10 +104,15 @@ class Server:
                 continue
             if req.get("op") != "run":
                 continue
+            gate = bool(req.get("gate"))
             with self.lock:
+                if gate:  # blocked across the fork: the child waits for it (moved into its cgroup by then)
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
                 pid = os.fork()
                 if pid == 0:
                     self.child(req)
+                if gate:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
                 self.jobs[pid] = req["job"]
             self.send({"event": "started", "job": req["job"], "pid": pid})
         return 0
@@ -118,6 +123,9 @@ class Server:
         run it as pid 1 of its own PID namespace, this process waiting for it; then apply the limits (as the
         launcher does) and run one evaluation."""
         start = ChildStart(wall_clock())
+        if job.get("gate"):  # the server moves this process into the job's cgroup, then says go
+            signal.sigtimedwait({signal.SIGUSR2}, 30)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
         os.setsid()
         view = job.get("view")
         if view is not None:

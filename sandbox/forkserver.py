@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelscope.sandbox.cgroup import MemoryGuard
 from kernelscope.sandbox.isolation import (
     Plan,
     forkserver_plan,
@@ -47,6 +48,7 @@ from kernelscope.sandbox.process import (
     ProcessResult,
     Watchdog,
     _signal_name,
+    job_memory,
     job_rlimits,
     kill_group_until_empty,
     limit_note,
@@ -156,14 +158,16 @@ class ForkServer:
         # a sandboxed server has no network to leave (and its jobs drop the capability to try)
         net = limits.isolate_network and not self._plan.prefix and network_isolation_status()[0]
         stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
+        memory = MemoryGuard(job_memory(limits, True))
         req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
                "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p),
-               "view": job_view(self._plan, cwd, env)}
+               "view": job_view(self._plan, cwd, env), "gate": memory.cgroup is not None}
         argv = [sys.executable, *self.command, str(cfg), str(out)]
         with self._lock:
             self._waiters[job] = q
         start = time.monotonic()
         pid: int | None = None
+        exceeded: str | None = None
         try:
             proc = self._proc
             if proc is None or proc.stdin is None or proc.poll() is not None:
@@ -177,10 +181,12 @@ class ForkServer:
             pid = self._host_pid(int(msg["pid"]))
             with self._lock:
                 self._active.add(pid)
+            if req["gate"]:  # the job waits for SIGUSR2 until it is inside its cgroup
+                memory.attach(pid)
+                os.kill(pid, signal.SIGUSR2)
             deadline = start + limits.wall_s
             timed_out = cancelled = False
-            exceeded: str | None = None
-            watchdog = Watchdog(limits, cwd)
+            watchdog = Watchdog(limits, cwd, memory_bytes=memory.watchdog_bytes, memory_note=memory.note)
             returncode: int | None = None
             while True:
                 try:
@@ -211,6 +217,8 @@ class ForkServer:
                 self._waiters.pop(job, None)
                 if pid is not None:
                     self._active.discard(pid)
+            exceeded = exceeded or memory.reason()
+            memory.close()
         wall = time.monotonic() - start
         so, so_total = _tail(stdout_p, limits.output_bytes)
         se, se_total = _tail(stderr_p, limits.output_bytes)
@@ -222,6 +230,7 @@ class ForkServer:
             stderr_truncated=se_total > limits.output_bytes, wall_s=wall, timed_out=timed_out, cancelled=cancelled,
             limit_exceeded=exceeded, network_isolated=net or self._plan.network_isolated,
             isolation=self._plan.isolation, warning=self._plan.warning,
+            peak_rss_bytes=watchdog.peak_rss or None,
         )
 
     def _host_pid(self, pid: int) -> int:

@@ -293,6 +293,7 @@ class Plan:
     isolation: str | None = None
     warning: str | None = None
     writable: tuple[Path, ...] = ()
+    untrusted: bool = False
 
 
 def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: JobKind | None = None,
@@ -317,14 +318,14 @@ def plan_job(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], kind: Jo
                                     status.fix or "install bubblewrap")
         warning = (f"kernelscope: warning: this job ran WITHOUT isolation ({why}); it could read every file the "
                    "server can") if untrusted or kind in ("compile", "sass") else None
-        return Plan(kind=kind, address_space_bytes=cap, warning=warning)
+        return Plan(kind=kind, address_space_bytes=cap, warning=warning, untrusted=untrusted)
     assert status.bwrap is not None
     net = isolate_network or kind in ("compile", "sass")
     b = binds_for(kind, cwd, argv=argv, env=env, network=not net,
                   readable=[*s.allowed_roots, *([s.cutlass_root] if s.cutlass_root else [])],
                   server_state=[s.home])
     return Plan(kind=kind, prefix=tuple(bwrap_argv(status.bwrap, b, cwd=cwd)), network_isolated=net,
-                address_space_bytes=cap, isolation=f"bubblewrap {status.version or ''}".strip())
+                address_space_bytes=cap, isolation=f"bubblewrap {status.version or ''}".strip(), untrusted=untrusted)
 
 
 def forkserver_plan(argv: Sequence[str], env: Mapping[str, str]) -> Plan:

@@ -43,8 +43,11 @@ from typing import IO
 
 from pydantic import BaseModel, Field
 
+from kernelscope.config import get_settings
 from kernelscope.sandbox import limits as limit_code
+from kernelscope.sandbox.cgroup import MemoryGuard
 from kernelscope.sandbox.isolation import JobKind, Plan, plan_job
+from kernelscope.sandbox.watchdog import Watchdog, group_pids, kill_group_until_empty  # noqa: F401 (re-exported)
 
 # Environment variables passed through to children (everything else is dropped).
 PASSTHROUGH_ENV = (
@@ -114,6 +117,10 @@ class Limits(BaseModel):
     address_space_bytes: int | None = Field(
         None, gt=0, description="RLIMIT_AS per process; None: the compilers' cap for compile and sass jobs, no cap "
                                 "for others (never give one to a CUDA process).")
+    memory_bytes: int | None = Field(
+        None, gt=0, description="Memory of the job's processes together (a cgroup v2 memory.max where delegated, else "
+                                "the watchdog's resident-size limit); None: Settings.job_memory_bytes for eval, "
+                                "program and profile jobs, none for others.")
 
 
 class ProcessResult(BaseModel):
@@ -236,121 +243,6 @@ def _signal_name(returncode: int | None) -> str | None:
 NPROC_MARGIN_PER_PROCESS = 16  # tasks (threads) per allowed process under RLIMIT_NPROC
 
 
-def group_pids(pgid: int) -> list[int]:
-    """The processes (zombies included: they still hold a pid) whose process group is ``pgid``, from /proc;
-    empty where there is no /proc."""
-    pids: list[int] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return pids
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                pids.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
-
-
-def _host_tasks() -> int | None:
-    """Tasks on the host now (the total in /proc/loadavg): one read, so it is polled often."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[3].split(b"/")[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _free_bytes(path: Path) -> int | None:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
-
-
-class Watchdog:
-    """Polled while a job runs: says when its process group holds too many processes or its file system
-    lost more free space than the job may take. Cheap enough for every poll: a statvfs and one read of
-    /proc/loadavg; the group's processes are counted every ``scan_every_s`` and at once when the host's
-    task count jumps."""
-
-    def __init__(self, limits: Limits, cwd: Path, *, scan_every_s: float = 0.25) -> None:
-        self.max_processes = limits.max_processes
-        self.scan_every_s = scan_every_s
-        self._last_scan = time.monotonic()
-        self._tasks_at_scan = _host_tasks() if self.max_processes else None
-        self.cwd = cwd
-        self.peak_rss = 0  # the largest resident high-water mark seen in the group, bytes
-        self.disk_budget: int | None = None
-        self._free0: int | None = None
-        if limits.max_disk_bytes:
-            self._free0 = _free_bytes(cwd)
-            if self._free0 is not None:
-                self.disk_budget = min(limits.max_disk_bytes, self._free0 // 2)
-
-    def check(self, pgid: int) -> str | None:
-        """None while the job is within its limits, else the limit it broke, in words."""
-        if self.disk_budget is not None and self._free0 is not None:
-            free = _free_bytes(self.cwd)
-            if free is not None and self._free0 - free > self.disk_budget:
-                return (f"it filled the disk: the free space of its file system fell by {(self._free0 - free) >> 20} "
-                        f"MiB, more than the {self.disk_budget >> 20} MiB a job may take")
-        if self.max_processes:
-            now = time.monotonic()
-            tasks = _host_tasks()
-            jump = (tasks is not None and self._tasks_at_scan is not None
-                    and tasks - self._tasks_at_scan > self.max_processes // 2)
-            if jump or now - self._last_scan >= self.scan_every_s:
-                self._last_scan, self._tasks_at_scan = now, tasks
-                pids = group_pids(pgid)
-                n = len(pids)
-                self.peak_rss = max(self.peak_rss, _peak_resident(pids))
-                if n > self.max_processes:
-                    return f"it started more than {self.max_processes} processes ({n} at once; a fork bomb?)"
-        return None
-
-
-def _peak_resident(pids: list[int]) -> int:
-    """The largest resident high-water mark (VmHWM) of ``pids``, in bytes."""
-    peak = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"VmHWM:"):
-                        peak = max(peak, int(line.split()[1]) * 1024)
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return peak
-
-
-def kill_group_until_empty(pgid: int, timeout_s: float = 2.0) -> None:
-    """SIGKILL the group again until nothing is left in it (a fork bomb may fork while the first signal is
-    on its way)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        _killpg(pgid, signal.SIGKILL)
-        alive = [p for p in group_pids(pgid) if not _is_zombie(p)]
-        if not alive or time.monotonic() > deadline:
-            return
-        time.sleep(0.01)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
-
-
 def _user_tasks(uid: int) -> int:
     """Tasks (threads) of ``uid`` now: what RLIMIT_NPROC counts."""
     tasks = 0
@@ -416,6 +308,10 @@ def run_process(
     cfg = json.dumps({"rlimits": rlimits,
                       "unshare_net": net and not plan.prefix, "require_net_isolation": False})
     full = [*plan.prefix, sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
+    memory = MemoryGuard(job_memory(limits, plan.untrusted))
+    gate = os.pipe() if memory.cgroup is not None else None
+    if gate is not None:  # the job waits here until it is inside its cgroup
+        full = ["/bin/sh", "-c", f'read -r _ <&{gate[0]}; exec {gate[0]}<&-; exec "$@"', "sh", *full]
 
     start = time.monotonic()
     out, err = _Capped(limits.output_bytes), _Capped(limits.output_bytes)
@@ -429,12 +325,24 @@ def run_process(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=gate[:1] if gate is not None else (),
         )
     except OSError as e:
+        memory.close()
+        if gate is not None:
+            os.close(gate[1])
         return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
+    finally:
+        if gate is not None:
+            os.close(gate[0])
+    if gate is not None:
+        memory.attach(proc.pid)
+        with contextlib.suppress(OSError):
+            os.write(gate[1], b"go\n")
+        os.close(gate[1])
 
     pumps = _start_pumps(proc, out, err, stdin)
-    sup = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s)
+    sup = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s, memory=memory)
     wall = time.monotonic() - start
     # Children left in the group (daemonised helpers, fork bombs) die with the job.
     kill_group_until_empty(proc.pid)
@@ -443,7 +351,8 @@ def run_process(
     returncode = proc.returncode
     if plan.prefix and returncode is not None and 128 < returncode < 128 + 65:
         returncode = 128 - returncode  # bwrap exits 128+N for a job killed by signal N
-    exceeded = sup.exceeded or _memory_cap_reason(plan, returncode, sup.peak_rss, err)
+    exceeded = sup.exceeded or memory.reason() or _memory_cap_reason(plan, returncode, sup.peak_rss, err)
+    memory.close()
     notes = limit_note(exceeded) if exceeded else ""
     if plan.warning and plan.kind in ("compile", "sass"):  # their answers show the log: the warning is in it
         notes += "\n" + plan.warning + "\n"
@@ -538,12 +447,18 @@ def _reap(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
         time.sleep(0.01)
 
 
+def job_memory(limits: Limits, untrusted: bool) -> int | None:
+    """The memory cap of a job: its own, else the settings' for untrusted jobs (evaluations, labelled programs
+    and profiles: CUDA processes); the server's own probes and tools get none."""
+    return limits.memory_bytes or (get_settings().job_memory_bytes if untrusted else None)
+
+
 def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
-               deadline: float) -> _Supervised:
+               deadline: float, memory: MemoryGuard) -> _Supervised:
     """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
     or is cancelled."""
     res = _Supervised()
-    watchdog = Watchdog(limits, cwd)
+    watchdog = Watchdog(limits, cwd, memory_bytes=memory.watchdog_bytes, memory_note=memory.note)
     peak: int | None
     while True:
         peak = _reap(proc, 0.05)

@@ -86,7 +86,7 @@ def jobs(gpu: bool) -> dict[str, Callable[[int], object]]:
 
         def ncu_job(n: int) -> object:
             r = ncu_profile(ProfileRequest(artifact_id=prog.artifact_id, launch_count=1))
-            assert r.kernels, r
+            assert r.status == "ok" and r.kernels, (r.status, r.explanation)
             return r
 
         out["program run (host-only)"] = lambda n: run_program(ProgramRequest(artifact_id=host.artifact_id or ""))

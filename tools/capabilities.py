@@ -21,6 +21,7 @@ from kernelscope.config import get_settings
 from kernelscope.errors import KernelscopeError, NotAvailable
 from kernelscope.measure.cupti import cupti_paths
 from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
+from kernelscope.sandbox.cgroup import job_cgroup_status
 from kernelscope.sandbox.isolation import isolation_status
 from kernelscope.sandbox.pool import current_pool
 from kernelscope.sandbox.process import network_isolation_status
@@ -254,10 +255,22 @@ def isolation_in_force() -> tuple[bool, str]:
                        "with the server's own rights")
     st = isolation_status()
     if st.available:
-        return True, f"{st.detail} ({st.bwrap}; user namespaces work)"
+        return True, f"{st.detail} ({st.bwrap}; user namespaces work); {memory_caps()}"
     then = ("untrusted runs (eval, programs, profiles) are refused" if mode == "required"
             else "jobs run without it, with a warning")
     return False, f"none: {st.detail}; {then}. Fix: {st.fix}"
+
+
+def memory_caps() -> str:
+    """The memory caps in force, in words (docs/isolation.md, Memory caps)."""
+    s = get_settings()
+    comp = f"{s.compiler_memory_bytes >> 20} MiB of address space" if s.compiler_memory_bytes else "none"
+    if not s.job_memory_bytes:
+        return f"memory caps: compilers {comp}, untrusted jobs none"
+    cg = job_cgroup_status()
+    how = (f"a cgroup v2 memory.max ({cg.parent})" if cg.available
+           else f"the watchdog's resident-size limit ({cg.detail})")
+    return f"memory caps: compilers {comp}, untrusted jobs {s.job_memory_bytes >> 20} MiB by {how}"
 
 
 def _pool_status() -> PoolStatus | None:

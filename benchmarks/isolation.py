@@ -5,7 +5,8 @@ Rows: compile (nvcc to a cubin, a new source each time so no cache hit), sass (c
 a CPU evaluation on the warm fork server, the same spawned (a fresh interpreter per job); with a GPU
 also a program run (a host-only executable: `run` needs a GPU), a GPU evaluation (softmax, fast path)
 and an ncu capture of one kernel.
-The fork server is started (untimed) before each mode's evaluations; its start is printed apart.
+The two modes alternate job by job, each with its own warm fork server (started untimed; its start is
+printed apart), so the host's load falls on both alike.
 
     python benchmarks/isolation.py [--runs 7] [--cpu-only]
 
@@ -95,27 +96,32 @@ def jobs(gpu: bool) -> dict[str, Callable[[int], object]]:
     return out
 
 
-def measure(mode: str, runs: int, gpu: bool) -> tuple[dict[str, list[float]], float]:
+def measure(runs: int, gpu: bool) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
+    """Per row and mode (required: isolated, off: --no-isolation), the wall time of each job; the two modes
+    alternate job by job (each with its own warm fork server), so the host's load falls on both alike."""
     from kernelscope.config import get_settings, set_settings
     from kernelscope.sandbox import forkserver
     from kernelscope.tools.run import prewarm
 
-    set_settings(get_settings().model_copy(update={"isolation": mode}))
-    forkserver.shutdown_all()
-    t0 = time.perf_counter()
-    prewarm()
-    start = time.perf_counter() - t0
+    modes = ("required", "off")
+    starts: dict[str, float] = {}
+    for mode in modes:
+        set_settings(get_settings().model_copy(update={"isolation": mode}))
+        t0 = time.perf_counter()
+        prewarm()
+        starts[mode] = time.perf_counter() - t0
     rows = jobs(gpu)
-    times: dict[str, list[float]] = {name: [] for name in rows}
-    base = 0 if mode == "off" else 100_000  # new sources in each mode: no compile cache hit
+    times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in modes} for name in rows}
     for name, job in rows.items():
-        job(base + 99_999)  # warm: the first of each kind pays one-off costs (imports, the artifact store)
-        for i in range(runs):
-            t = time.perf_counter()
-            job(base + i)
-            times[name].append(time.perf_counter() - t)
+        for i in range(-1, runs):  # -1: a warm-up of each kind and mode, not kept
+            for k, mode in enumerate(modes):
+                set_settings(get_settings().model_copy(update={"isolation": mode}))
+                t = time.perf_counter()
+                job(100_000 * k + (99_999 if i < 0 else i))  # new sources in each mode: no compile cache hit
+                if i >= 0:
+                    times[name][mode].append(time.perf_counter() - t)
     forkserver.shutdown_all()
-    return times, start
+    return times, starts
 
 
 def main() -> None:
@@ -130,8 +136,9 @@ def main() -> None:
     if not st.available:
         sys.exit(f"no sandbox here: {st.detail}; fix: {st.fix}")
     gpu = _gpu() and not args.cpu_only
-    iso, iso_start = measure("required", args.runs, gpu)
-    off, off_start = measure("off", args.runs, gpu)
+    times, starts = measure(args.runs, gpu)
+    iso = {name: t["required"] for name, t in times.items()}
+    off = {name: t["off"] for name, t in times.items()}
 
     def cell(xs: list[float]) -> str:
         return f"{1000 * statistics.median(xs):.0f} ms ({1000 * min(xs):.0f}-{1000 * max(xs):.0f})"
@@ -140,8 +147,8 @@ def main() -> None:
              f"{1000 * (statistics.median(iso[name]) - statistics.median(off[name])):+.0f} ms"] for name in iso]
     print(f"{device_line()} · {st.detail.split(':')[0]} · {args.runs} runs per cell")
     print(table(["job", "isolated: median (min-max)", "--no-isolation", "sandbox adds"], rows))
-    print(f"fork server start (imports torch; once per server): isolated {iso_start:.2f} s, "
-          f"--no-isolation {off_start:.2f} s")
+    print(f"fork server start (imports torch; once per server): isolated {starts['required']:.2f} s, "
+          f"--no-isolation {starts['off']:.2f} s")
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ class Server:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             self.send({"event": "exited", "job": job, "pid": pid, "returncode": code})
 
-    def serve(self) -> int:
+    def serve(self) -> NoReturn:
         self.warm_imports()
         threading.Thread(target=self.reap, daemon=True).start()
         self.send({"event": "ready", "pid": os.getpid()})
@@ -115,7 +115,9 @@ class Server:
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
                 self.jobs[pid] = req["job"]
             self.send({"event": "started", "job": req["job"], "pid": pid})
-        return 0
+        # stdin closed: the parent is gone (or closed it). End now, not after seconds of tearing torch down;
+        # a sandboxed server's jobs end with its PID namespace
+        os._exit(0)
 
     # -- in the forked child
     def child(self, job: dict[str, Any]) -> NoReturn:
@@ -222,5 +224,5 @@ def _refuse(out: str, start: ChildStart, failed: list[str], what: str = "cannot 
         os._exit(125)
 
 
-def serve() -> int:
-    return Server().serve()
+def serve() -> NoReturn:
+    Server().serve()

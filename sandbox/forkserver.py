@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelscope.config import get_settings
 from kernelscope.sandbox.cgroup import MemoryGuard
 from kernelscope.sandbox.isolation import (
     Plan,
@@ -291,7 +292,13 @@ def unavailable_reason(command: Sequence[str]) -> str | None:
         return "this platform has no fork"
     if os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
         return "KERNELSCOPE_NO_FORKSERVER is set"
-    return _why_not.get(" ".join(command))
+    return _why_not.get(_key(command))
+
+
+def _key(command: Sequence[str]) -> str:
+    """One server per command and isolation mode: a server started unisolated never serves a job that must be
+    isolated (nor the other way round) after the settings change."""
+    return f"{' '.join(command)} [isolation={get_settings().isolation}]"
 
 
 def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServer | None:
@@ -299,7 +306,7 @@ def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServe
     where fork servers cannot work (no fork, or it failed to start: jobs then spawn processes)."""
     if not hasattr(os, "fork") or os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
         return None
-    key = " ".join(command)
+    key = _key(command)
     with _servers_lock:
         fs = _servers.get(key)
         if fs is not None and fs.alive():

@@ -155,3 +155,41 @@ def test_a_fallback_says_why(isolated: dict[str, Path], monkeypatch: pytest.Monk
     monkeypatch.setenv("KERNELSCOPE_NO_FORKSERVER", "1")
     assert forkserver.get_fork_server(HARNESS, forkserver_env(get_settings().home)) is None
     assert forkserver.unavailable_reason(HARNESS) == "KERNELSCOPE_NO_FORKSERVER is set"
+
+
+ORPHAN = """
+import os, sys, time
+from pathlib import Path
+from kernelscope.config import set_settings, settings_from_env
+home = Path(sys.argv[1])
+set_settings(settings_from_env(home=home, roots=[str(home)]).model_copy(update={"isolation": "required"}))
+from kernelscope.sandbox import forkserver
+from kernelscope.tools.run import HARNESS, forkserver_env
+fs = forkserver.get_fork_server(HARNESS, forkserver_env(home))
+print(fs._proc.pid if fs is not None else "none", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_fork_server_ends_with_its_parent(isolated: dict[str, Path], tmp_path: Path) -> None:
+    """Without --die-with-parent, the server's stdin closing is what ends it (and its jobs with its PID
+    namespace): a server killed with SIGKILL leaves no sandbox behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline().strip()
+        assert line.isdigit(), line
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    sandbox = int(line)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{sandbox}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stat = Path(f"/proc/{sandbox}/stat")
+    assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z", "the fork server outlived its parent"

@@ -8,13 +8,14 @@ and an ncu capture of one kernel.
 The two modes alternate job by job, each with its own warm fork server (started untimed; its start is
 printed apart), so the host's load falls on both alike.
 
-    python benchmarks/isolation.py [--runs 7] [--cpu-only]
+    python benchmarks/isolation.py [--runs 7] [--cpu-only] [--only REGEX]
 
 Needs bubblewrap (``bwrap`` on PATH or ``KERNELSCOPE_BWRAP``; ``.ci/bwrap`` unpacks one)."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -96,7 +97,7 @@ def jobs(gpu: bool) -> dict[str, Callable[[int], object]]:
     return out
 
 
-def measure(runs: int, gpu: bool) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
+def measure(runs: int, gpu: bool, only: str = "") -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
     """Per row and mode (required: isolated, off: --no-isolation), the wall time of each job; the two modes
     alternate job by job (each with its own warm fork server), so the host's load falls on both alike."""
     from kernelscope.config import get_settings, set_settings
@@ -110,7 +111,7 @@ def measure(runs: int, gpu: bool) -> tuple[dict[str, dict[str, list[float]]], di
         t0 = time.perf_counter()
         prewarm()
         starts[mode] = time.perf_counter() - t0
-    rows = jobs(gpu)
+    rows = {name: job for name, job in jobs(gpu).items() if re.search(only, name)}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in modes} for name in rows}
     for name, job in rows.items():
         for i in range(-1, runs):  # -1: a warm-up of each kind and mode, not kept
@@ -128,6 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--cpu-only", action="store_true", help="leave out the GPU rows even where a GPU is present")
+    ap.add_argument("--only", default="", help="a regex: keep only the rows whose name it matches")
     args = ap.parse_args()
     use_private_store()
     from kernelscope.sandbox.isolation import isolation_status
@@ -136,7 +138,7 @@ def main() -> None:
     if not st.available:
         sys.exit(f"no sandbox here: {st.detail}; fix: {st.fix}")
     gpu = _gpu() and not args.cpu_only
-    times, starts = measure(args.runs, gpu)
+    times, starts = measure(args.runs, gpu, args.only)
     iso = {name: t["required"] for name, t in times.items()}
     off = {name: t["off"] for name, t in times.items()}
 

@@ -170,21 +170,7 @@ class ForkServer:
         pid: int | None = None
         exceeded: str | None = None
         try:
-            proc = self._proc
-            if proc is None or proc.stdin is None or proc.poll() is not None:
-                raise ForkServerError("the fork server is not running")
-            with self._lock:
-                proc.stdin.write(json.dumps(req) + "\n")
-                proc.stdin.flush()
-            msg = q.get(timeout=60)
-            if msg.get("event") != "started":
-                raise ForkServerError(f"the fork server failed to start the job: {msg}")
-            pid = self._host_pid(int(msg["pid"]))
-            with self._lock:
-                self._active.add(pid)
-            if req["gate"]:  # the job waits for SIGUSR2 until it is inside its cgroup
-                memory.attach(pid)
-                os.kill(pid, signal.SIGUSR2)
+            pid = self._submit(req, q, memory)
             deadline = start + limits.wall_s
             timed_out = cancelled = False
             watchdog = Watchdog(limits, cwd, memory_bytes=memory.watchdog_bytes, memory_note=memory.note)
@@ -233,6 +219,25 @@ class ForkServer:
             isolation=self._plan.isolation, warning=self._plan.warning,
             peak_rss_bytes=watchdog.peak_rss or None,
         )
+
+    def _submit(self, req: dict[str, Any], q: queue.Queue[dict[str, Any]], memory: MemoryGuard) -> int:
+        """Hand the job to the server; its host pid once it started (and, with a cgroup, is inside it)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            raise ForkServerError("the fork server is not running")
+        with self._lock:
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+        msg = q.get(timeout=60)
+        if msg.get("event") != "started":
+            raise ForkServerError(f"the fork server failed to start the job: {msg}")
+        pid = self._host_pid(int(msg["pid"]))
+        with self._lock:
+            self._active.add(pid)
+        if req["gate"]:  # the job waits for SIGUSR2 until it is inside its cgroup
+            memory.attach(pid)
+            os.kill(pid, signal.SIGUSR2)
+        return pid
 
     def _host_pid(self, pid: int) -> int:
         """The host's pid of a job the sandboxed server reports by its PID namespace's pid."""

@@ -309,38 +309,14 @@ def run_process(
                       "unshare_net": net and not plan.prefix, "require_net_isolation": False})
     full = [*plan.prefix, sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
     memory = MemoryGuard(job_memory(limits, plan.untrusted))
-    gate = os.pipe() if memory.cgroup is not None else None
-    if gate is not None:  # the job waits here until it is inside its cgroup
-        full = ["/bin/sh", "-c", f'read -r _ <&{gate[0]}; exec {gate[0]}<&-; exec "$@"', "sh", *full]
 
     start = time.monotonic()
     out, err = _Capped(limits.output_bytes), _Capped(limits.output_bytes)
     try:
-        proc = subprocess.Popen(
-            full,
-            cwd=str(cwd),
-            env=child_env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=gate[:1] if gate is not None else (),
-        )
+        proc = _popen(full, cwd, child_env, stdin, memory)
     except OSError as e:
         memory.close()
-        if gate is not None:
-            os.close(gate[1])
         return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
-    finally:
-        if gate is not None:
-            os.close(gate[0])
-    if gate is not None:
-        memory.attach(proc.pid)
-        with contextlib.suppress(OSError):
-            os.write(gate[1], b"go\n")
-        os.close(gate[1])
-
     pumps = _start_pumps(proc, out, err, stdin)
     sup = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s, memory=memory)
     wall = time.monotonic() - start
@@ -376,6 +352,31 @@ def run_process(
         peak_rss_bytes=sup.peak_rss,
         memory_cap_bytes=plan.address_space_bytes,
     )
+
+
+def _popen(full: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None,
+           memory: MemoryGuard) -> subprocess.Popen[bytes]:
+    """Start the job in its own session; with a cgroup, behind a gate it passes once it is inside it."""
+    gate = os.pipe() if memory.cgroup is not None else None
+    if gate is not None:  # the job waits here until it is inside its cgroup
+        full = ["/bin/sh", "-c", f'read -r _ <&{gate[0]}; exec {gate[0]}<&-; exec "$@"', "sh", *full]
+    try:
+        proc = subprocess.Popen(full, cwd=str(cwd), env=env, stdin=subprocess.PIPE if stdin is not None
+                                else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, pass_fds=gate[:1] if gate else ())
+    except OSError:
+        if gate is not None:
+            os.close(gate[1])
+        raise
+    finally:
+        if gate is not None:
+            os.close(gate[0])
+    if gate is not None:
+        memory.attach(proc.pid)
+        with contextlib.suppress(OSError):
+            os.write(gate[1], b"go\n")
+        os.close(gate[1])
+    return proc
 
 
 # What a process prints when an allocation fails (C/C++ runtimes, gcc, cicc, Python).

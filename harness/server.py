@@ -122,8 +122,10 @@ class Server:
     # -- in the forked child
     def child(self, job: dict[str, Any]) -> NoReturn:
         """Become a session leader; in a sandboxed server (``view`` in the job) take the job's private view and
-        run it as pid 1 of its own PID namespace, this process waiting for it; then apply the limits (as the
-        launcher does) and run one evaluation."""
+        a PID namespace of its own: this process waits in the server's, a minimal init (pid 1, which mounts
+        the new /proc and drops every capability) waits in the new one, and the job runs as its child (pid 2:
+        a signal it sends itself, an abort, acts as anywhere else, which it would not for a pid 1). Then apply
+        the limits (as the launcher does) and run one evaluation."""
         start = ChildStart(wall_clock())
         if job.get("gate"):  # the server moves this process into the job's cgroup, then says go
             signal.sigtimedwait({signal.SIGUSR2}, 30)
@@ -133,38 +135,14 @@ class Server:
         if view is not None:
             failed = self.limits.private_view(view["keep"], view["mask"])
             if failed is None:
-                self.relay(os.fork())  # the job runs in the new PID namespace; this process only waits
+                _relay(os.fork(), init=False)  # the rest runs in the new PID namespace
                 failed = self.limits.enter_pid_namespace()
+                if failed is None:
+                    _relay(os.fork(), init=True)
             if failed is not None:
                 _redirect(job["stdout"], job["stderr"])
                 _refuse(job["out"], start, [failed], what="cannot isolate the job: ")
         self.run_child(job, start)
-
-    def relay(self, pid: int) -> None:
-        """In the parent of a job that runs in its own PID namespace: nothing for the child (returns); here,
-        wait for it and end as it ended (pid 1 of a namespace ignores a SIGTERM it has no handler for, so the
-        job's SIGTERM handler ends it; this process ignores SIGTERM and follows)."""
-        if pid == 0:
-            signal.signal(signal.SIGTERM, lambda *_: os._exit(128 + signal.SIGTERM))
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):  # let go of the server's pipes
-            os.dup2(devnull, fd)
-        while True:
-            try:
-                _, status = os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-        code = os.WEXITSTATUS(status) if sig is None else 1
-        if sig is None and code == 128 + signal.SIGTERM:
-            sig = signal.SIGTERM
-        if sig is not None:
-            signal.signal(sig, signal.SIG_DFL)
-            os.kill(os.getpid(), sig)
-        os._exit(code)
 
     def run_child(self, job: dict[str, Any], start: ChildStart) -> NoReturn:
         """Apply the limits (as the launcher does), then run one evaluation."""
@@ -198,6 +176,35 @@ class Server:
                 sys.stderr.flush()
             finally:
                 os._exit(code)
+
+
+def _relay(pid: int, *, init: bool) -> None:
+    """After a fork: in the child (``pid`` 0) return at once; in the parent wait for it and end as it ended,
+    SIGTERM ignored meanwhile (the job's own default action ends it). A namespace's init cannot die by a
+    signal it has no handler for, so it exits with 128+N for a child killed by signal N, and the waiter
+    above it turns that back into the signal (as bwrap's exit status is read for spawned jobs)."""
+    if pid == 0:
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # let go of the server's pipes
+        os.dup2(devnull, fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    code = os.WEXITSTATUS(status) if sig is None else 128 + sig
+    if init:
+        os._exit(code)
+    if sig is None and 128 < code < 128 + 65:
+        sig = code - 128
+    if sig is not None:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(code)
 
 
 def _redirect(stdout: str, stderr: str) -> None:

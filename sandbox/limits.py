@@ -128,9 +128,10 @@ def private_view(keep: list[str], masked: list[str]) -> str | None:
 
 
 def enter_pid_namespace() -> str | None:
-    """In the first child after :func:`private_view` (pid 1 of its own PID namespace): mount its own
-    ``/proc``, then drop every capability for good (bounding set, then capset; no new privileges), so the
-    job can neither undo the masks nor see or signal other jobs. None when done, else why not."""
+    """In the first child after :func:`private_view` (pid 1 of its own PID namespace, before it forks the
+    job): mount its own ``/proc``, then drop every capability for good (bounding set, then capset; no new
+    privileges), so neither it nor the job can undo the masks or see or signal other jobs. None when done,
+    else why not."""
     libc = _libc()
     try:
         _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)

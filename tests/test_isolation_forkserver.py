@@ -127,7 +127,8 @@ async def test_fork_server_jobs_are_sandboxed_one_by_one_and_the_server_stays_wa
         assert isinstance(ws_names, list) and len(ws_names) == 1 and ws_names[0].startswith("eval-"), ws_names
         # of the shared extension cache, only the job's own folder (keyed by its source) is there
         assert "someone-elses" not in seen["cache"] and len(_value(seen["cache"])) <= 1, seen["cache"]
-        assert _value(seen["pid"]) == 1 and _value(seen["procs"]) == ["1"], seen  # its own PID namespace
+        # its own PID namespace: its init (pid 1) and itself
+        assert _value(seen["pid"]) == 2 and _value(seen["procs"]) == ["1", "2"], seen
         assert int(str(_value(seen["capeff"])), 16) == 0, seen["capeff"]
         assert _value(seen["umount"])[0] == -1, seen["umount"]  # cannot undo the masks
     # the second job does not see the first one's /tmp file

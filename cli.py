@@ -16,12 +16,12 @@ from kernelscope._version import __version__
 from kernelscope.agent.bench import config_from_args as bench_config
 from kernelscope.agent.bench import run_cli as bench_cli
 from kernelscope.agent.optimize import run_cli
-from kernelscope.config import ensure_dirs, set_settings, settings_from_env
+from kernelscope.config import ensure_dirs, get_settings, set_settings, settings_from_env
 from kernelscope.errors import KernelscopeError
 from kernelscope.sandbox.pool import configure_pool
 from kernelscope.server.app import create_server
 from kernelscope.server.http import build_app, is_loopback, listen_message, read_token
-from kernelscope.tools.capabilities import capability_report, render_report
+from kernelscope.tools.capabilities import capability_report, isolation_in_force, render_report
 from kernelscope.tools.run import prewarm
 
 
@@ -45,8 +45,31 @@ def _positive(text: str) -> int:
     return n
 
 
+def _apply_isolation(args: argparse.Namespace) -> None:
+    """The server requires isolation for untrusted runs unless started with --no-isolation (or
+    KERNELSCOPE_ISOLATION names another mode); it says so loudly at start."""
+    s = get_settings()
+    if args.no_isolation:
+        mode = "off"
+    else:
+        mode = os.environ.get("KERNELSCOPE_ISOLATION", "").strip() or ("off" if s.isolation == "off" else "required")
+    set_settings(s.model_copy(update={"isolation": mode}))
+    ok, note = isolation_in_force()
+    if mode == "off" or not ok:
+        print(f"kernelscope: WARNING: sandbox: {note}", file=sys.stderr, flush=True)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _apply_settings(args)
+    before = get_settings()
+    _apply_isolation(args)
+    code = _serve(args)
+    if code != 0:  # a refused start (in-process callers: tests) leaves the isolation mode as it was
+        set_settings(before)
+    return code
+
+
+def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -132,6 +155,10 @@ def _common(sp: argparse.ArgumentParser) -> None:
 def _serve_parser(s: argparse.ArgumentParser) -> None:
     _common(s)
     s.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    s.add_argument("--no-isolation", action="store_true",
+                   help="DANGEROUS: run every job without the bubblewrap sandbox and accept untrusted runs (eval, "
+                        "programs, profiles) on a host without it; candidates then run with the server's rights "
+                        "(docs/isolation.md)")
     s.add_argument("--host", default="127.0.0.1",
                    help="HTTP bind address (default loopback; any other address needs --token-file)")
     s.add_argument("--port", type=int, default=8000)

@@ -2,9 +2,13 @@
 
 Settings come from the command line (``kernelscope serve --root ... --home ...``) or the environment
 (``KERNELSCOPE_HOME``, ``KERNELSCOPE_ALLOWED_ROOTS``, a ``os.pathsep``-separated list;
-``KERNELSCOPE_CUTLASS_ROOT``, a CUTLASS checkout to use instead of NVIDIA's wheel). Hosts launch
-MCP servers with a minimal environment, so every variable must be passed explicitly in the host's
-config.
+``KERNELSCOPE_CUTLASS_ROOT``, a CUTLASS checkout to use instead of NVIDIA's wheel;
+``KERNELSCOPE_ISOLATION``: required, auto or off, ``KERNELSCOPE_NO_ISOLATION=1`` meaning off;
+``KERNELSCOPE_COMPILER_MEMORY_MB``, the compilers' address-space cap, 0 for none;
+``KERNELSCOPE_JOB_MEMORY_MB``, an untrusted job's memory cap, 0 for none; ``KERNELSCOPE_BWRAP``, the
+bubblewrap binary, read by ``sandbox/isolation.py``; ``KERNELSCOPE_JOB_CGROUP``, the delegated cgroup v2
+directory for the jobs' cgroups, read by ``sandbox/cgroup.py``). Hosts launch MCP servers with a minimal
+environment, so every variable must be passed explicitly in the host's config.
 """
 
 from __future__ import annotations
@@ -12,10 +16,31 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+def default_compiler_memory() -> int:
+    """The compilers' address-space cap: a quarter of the machine's memory, at most 8 GiB (at least 1 GiB)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * GiB
+    return max(1 * GiB, min(8 * GiB, total // 4))
+
+
+def default_job_memory() -> int:
+    """The memory cap of one untrusted job (evaluation, program, profile): three eighths of the machine's memory
+    (two at once leave a quarter for the host and the server), at least 1 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * GiB
+    return max(1 * GiB, total * 3 // 8)
 
 
 def _default_home() -> Path:
@@ -37,6 +62,24 @@ class Settings(BaseModel):
     compile_timeout_s: float = 180.0
     tool_timeout_s: float = 60.0
     max_output_bytes: int = 4 * MiB
+    isolation: Literal["required", "auto", "off"] = Field(
+        "auto", description="required (what `serve` uses): every job runs inside bubblewrap, and untrusted runs "
+                            "(eval, programs, profiles) are refused where it is missing; auto: bubblewrap where "
+                            "available, else jobs run unisolated with a warning; off (`serve --no-isolation`): never "
+                            "isolate."
+    )
+    compiler_memory_bytes: int | None = Field(
+        default_factory=default_compiler_memory, gt=0,
+        description="RLIMIT_AS of each compiler and disassembler process (nvcc and its children, ptxas, cuobjdump, "
+                    "nvdisasm); never applied to CUDA processes. None: no cap."
+    )
+
+    job_memory_bytes: int | None = Field(
+        default_factory=default_job_memory, gt=0,
+        description="Memory of one untrusted job (evaluation, program run, profile) and every process it starts: a "
+                    "cgroup v2 memory.max where the host delegates a cgroup (KERNELSCOPE_JOB_CGROUP or the server's "
+                    "own), else the watchdog's limit on their resident size together. None: no cap."
+    )
 
     @property
     def artifacts_dir(self) -> Path:
@@ -59,10 +102,22 @@ def settings_from_env(
         env_roots = os.environ.get("KERNELSCOPE_ALLOWED_ROOTS")
         roots = [r for r in env_roots.split(os.pathsep) if r] if env_roots else [os.getcwd()]
     cutlass = os.environ.get("KERNELSCOPE_CUTLASS_ROOT")
+    extra: dict[str, object] = {}
+    if os.environ.get("KERNELSCOPE_NO_ISOLATION", "").strip() not in ("", "0"):
+        extra["isolation"] = "off"
+    elif os.environ.get("KERNELSCOPE_ISOLATION", "").strip() in ("required", "auto", "off"):
+        extra["isolation"] = os.environ["KERNELSCOPE_ISOLATION"].strip()
+    mem = os.environ.get("KERNELSCOPE_COMPILER_MEMORY_MB", "").strip()
+    if mem:
+        extra["compiler_memory_bytes"] = int(mem) * MiB if mem != "0" else None
+    job_mem = os.environ.get("KERNELSCOPE_JOB_MEMORY_MB", "").strip()
+    if job_mem:
+        extra["job_memory_bytes"] = int(job_mem) * MiB if job_mem != "0" else None
     return Settings(
         home=home_path.resolve(),
         allowed_roots=[Path(r).expanduser().resolve() for r in roots],
         cutlass_root=Path(cutlass).expanduser() if cutlass else None,
+        **extra,  # type: ignore[arg-type]
     )
 
 

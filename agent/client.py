@@ -27,7 +27,10 @@ from kernelscope.agent.search import Outcome
 CUTLASS_TOOLS = ("search_cutlass", "read_cutlass_file")
 # what the server started over stdio inherits of this environment
 SERVER_ENV = ("PATH", "HOME", "LANG", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-              "LD_LIBRARY_PATH", "KERNELSCOPE_LOG_LEVEL")
+              "LD_LIBRARY_PATH", "KERNELSCOPE_LOG_LEVEL",
+              # the sandbox (docs/isolation.md): the bubblewrap binary, the jobs' cgroup and memory caps
+              "KERNELSCOPE_BWRAP", "KERNELSCOPE_JOB_CGROUP", "KERNELSCOPE_JOB_MEMORY_MB",
+              "KERNELSCOPE_COMPILER_MEMORY_MB")
 
 
 def _server_params(cfg: OptimizeConfig) -> str | StdioServerParameters:

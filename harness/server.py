@@ -90,7 +90,7 @@ class Server:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             self.send({"event": "exited", "job": job, "pid": pid, "returncode": code})
 
-    def serve(self) -> int:
+    def serve(self) -> NoReturn:
         self.warm_imports()
         threading.Thread(target=self.reap, daemon=True).start()
         self.send({"event": "ready", "pid": os.getpid()})
@@ -104,19 +104,48 @@ class Server:
                 continue
             if req.get("op") != "run":
                 continue
+            gate = bool(req.get("gate"))
             with self.lock:
+                if gate:  # blocked across the fork: the child waits for it (moved into its cgroup by then)
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
                 pid = os.fork()
                 if pid == 0:
                     self.child(req)
+                if gate:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
                 self.jobs[pid] = req["job"]
             self.send({"event": "started", "job": req["job"], "pid": pid})
-        return 0
+        # stdin closed: the parent is gone (or closed it). End now, not after seconds of tearing torch down;
+        # a sandboxed server's jobs end with its PID namespace
+        os._exit(0)
 
     # -- in the forked child
     def child(self, job: dict[str, Any]) -> NoReturn:
-        """Become a session leader, apply the limits (as the launcher does), then run one evaluation."""
+        """Become a session leader; in a sandboxed server (``view`` in the job) take the job's private view and
+        a PID namespace of its own: this process waits in the server's, a minimal init (pid 1, which mounts
+        the new /proc and drops every capability) waits in the new one, and the job runs as its child (pid 2:
+        a signal it sends itself, an abort, acts as anywhere else, which it would not for a pid 1). Then apply
+        the limits (as the launcher does) and run one evaluation."""
         start = ChildStart(wall_clock())
+        if job.get("gate"):  # the server moves this process into the job's cgroup, then says go
+            signal.sigtimedwait({signal.SIGUSR2}, 30)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR2})
         os.setsid()
+        view = job.get("view")
+        if view is not None:
+            failed = self.limits.private_view(view["keep"], view["mask"])
+            if failed is None:
+                _relay(os.fork(), init=False)  # the rest runs in the new PID namespace
+                failed = self.limits.enter_pid_namespace()
+                if failed is None:
+                    _relay(os.fork(), init=True)
+            if failed is not None:
+                _redirect(job["stdout"], job["stderr"])
+                _refuse(job["out"], start, [failed], what="cannot isolate the job: ")
+        self.run_child(job, start)
+
+    def run_child(self, job: dict[str, Any], start: ChildStart) -> NoReturn:
+        """Apply the limits (as the launcher does), then run one evaluation."""
         failed, net = self.limits.apply_limits(job.get("rlimits", {}), bool(job.get("unshare_net")))
         os.chdir(job["cwd"])
         _redirect(job["stdout"], job["stderr"])
@@ -149,6 +178,35 @@ class Server:
                 os._exit(code)
 
 
+def _relay(pid: int, *, init: bool) -> None:
+    """After a fork: in the child (``pid`` 0) return at once; in the parent wait for it and end as it ended,
+    SIGTERM ignored meanwhile (the job's own default action ends it). A namespace's init cannot die by a
+    signal it has no handler for, so it exits with 128+N for a child killed by signal N, and the waiter
+    above it turns that back into the signal (as bwrap's exit status is read for spawned jobs)."""
+    if pid == 0:
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # let go of the server's pipes
+        os.dup2(devnull, fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    code = os.WEXITSTATUS(status) if sig is None else 128 + sig
+    if init:
+        os._exit(code)
+    if sig is None and 128 < code < 128 + 65:
+        sig = code - 128
+    if sig is not None:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(code)
+
+
 def _redirect(stdout: str, stderr: str) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -160,9 +218,10 @@ def _redirect(stdout: str, stderr: str) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
 
-def _refuse(out: str, start: ChildStart, failed: list[str]) -> NoReturn:
-    """The job's limits could not be applied: say so on stderr and in the result, and run nothing."""
-    error = "kernelscope sandbox: cannot apply the limit " + "; ".join(failed)
+def _refuse(out: str, start: ChildStart, failed: list[str], what: str = "cannot apply the limit ") -> NoReturn:
+    """The job's limits (or its sandbox) could not be applied: say so on stderr and in the result, and run
+    nothing."""
+    error = "kernelscope sandbox: " + what + "; ".join(failed)
     sys.stderr.write(error + "\n")
     sys.stderr.flush()
     try:
@@ -172,5 +231,5 @@ def _refuse(out: str, start: ChildStart, failed: list[str]) -> NoReturn:
         os._exit(125)
 
 
-def serve() -> int:
-    return Server().serve()
+def serve() -> NoReturn:
+    Server().serve()

@@ -89,6 +89,8 @@ class CapabilityReport(BaseModel):
     nsys_note: str | None = None
     network_isolation: bool = False
     network_isolation_note: str | None = None
+    isolation: bool = False
+    isolation_note: str | None = None
     cutlass: CutlassInfo | None = None
     pool: PoolStatus | None = Field(None, description="Where `run` evaluations execute: the workers and their load.")
     can: dict[str, bool] = Field(default_factory=dict, description="Feature -> available here.")

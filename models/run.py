@@ -138,6 +138,11 @@ class EvalResult(BaseModel):
         None, description="Build on a CPU build worker before taking the GPU (load_inline extensions; fast-path "
                           "NVRTC cubins while every GPU is busy), if any.")
     build_note: str | None = None
+    executor: str | None = Field(
+        None, description="How the job started: fork-server (a fork of the warm evaluation server, in its own sandbox "
+                          "where isolation is on) or spawn (a fresh interpreter; then `notes` says why, when the fork "
+                          "server was wanted).")
+    isolation: str | None = Field(None, description="The sandbox the job ran in (bubblewrap ...), None without one.")
     worker: str | None = Field(None, description="The evaluation pool's worker that ran it: gpu<N> (N: its "
                                                  "CUDA_VISIBLE_DEVICES value), cpu<N>, or ray:<node>/gpu<N>.")
     stderr_tail: str | None = None

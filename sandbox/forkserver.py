@@ -9,6 +9,11 @@ a crash, a hang or monkey-patching in one job cannot reach the next.
 
 Time limits, cancellation and clean-up are enforced from here exactly as in ``run_process``: the
 child's whole process group gets SIGTERM, then SIGKILL.
+
+Isolation: where bubblewrap is available the fork server itself runs inside ``bwrap``
+(``isolation.forkserver_plan``: the eval binds, the workspace root and the shared build caches writable);
+the pids its jobs report are its PID namespace's and are translated to the host's. Its jobs share that
+one sandbox: each sees the workspace root (docs/isolation.md).
 """
 
 from __future__ import annotations
@@ -29,11 +34,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelscope.config import get_settings
+from kernelscope.sandbox.cgroup import MemoryGuard
+from kernelscope.sandbox.isolation import (
+    Plan,
+    forkserver_plan,
+    host_pid,
+    job_view,
+    pid_namespace,
+    require_isolation,
+)
 from kernelscope.sandbox.process import (
     Limits,
     ProcessResult,
     Watchdog,
     _signal_name,
+    job_memory,
     job_rlimits,
     kill_group_until_empty,
     limit_note,
@@ -63,6 +79,8 @@ class ForkServer:
         self._proc: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
         self._active: set[int] = set()  # pids (= process groups) of running jobs
+        self._plan: Plan = forkserver_plan([sys.executable, *self.command], self._env)
+        self._namespace: str | None = None  # the sandbox's PID namespace, when it has one
         self._start(start_timeout_s)
 
     # -- lifecycle
@@ -71,8 +89,9 @@ class ForkServer:
         err = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, *self.command, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True, close_fds=True,
+                [*self._plan.prefix, sys.executable, *self.command, "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, env=self._env, text=True, bufsize=1, start_new_session=True,
+                close_fds=True,
             )
         finally:
             if err is not subprocess.DEVNULL:
@@ -82,6 +101,16 @@ class ForkServer:
             self.close()
             where = f"; its stderr is in {self.log_path}" if self.log_path is not None else ""
             raise ForkServerError(f"the fork server did not become ready within {timeout_s:.0f} s{where}")
+        if self._plan.prefix:
+            self._namespace = pid_namespace(self._proc.pid)
+            if self._namespace is None:
+                self.close()
+                raise ForkServerError("the fork server's sandbox has no PID namespace to find its jobs in")
+
+    @property
+    def isolation(self) -> str | None:
+        """The sandbox its jobs run in (None: unisolated)."""
+        return self._plan.isolation
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -123,35 +152,28 @@ class ForkServer:
     # -- one job
     def run(self, *, cfg: Path, out: Path, cwd: Path, env: Mapping[str, str], limits: Limits,
             cancel: threading.Event | None = None) -> ProcessResult:
+        self._check_isolation(cwd)
         job = f"j{next(self._ids)}"
         q: queue.Queue[dict[str, Any]] = queue.Queue()
         rlimits = job_rlimits(limits)
-        net = limits.isolate_network and network_isolation_status()[0]
+        # a sandboxed server has no network to leave (and its jobs drop the capability to try)
+        net = limits.isolate_network and not self._plan.prefix and network_isolation_status()[0]
         stdout_p, stderr_p = cwd / "job.stdout", cwd / "job.stderr"
+        memory = MemoryGuard(job_memory(limits, True))
         req = {"op": "run", "job": job, "cfg": str(cfg), "out": str(out), "cwd": str(cwd), "env": dict(env),
-               "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p)}
+               "rlimits": rlimits, "unshare_net": net, "stdout": str(stdout_p), "stderr": str(stderr_p),
+               "view": job_view(self._plan, cwd, env), "gate": memory.cgroup is not None}
         argv = [sys.executable, *self.command, str(cfg), str(out)]
         with self._lock:
             self._waiters[job] = q
         start = time.monotonic()
         pid: int | None = None
+        exceeded: str | None = None
         try:
-            proc = self._proc
-            if proc is None or proc.stdin is None or proc.poll() is not None:
-                raise ForkServerError("the fork server is not running")
-            with self._lock:
-                proc.stdin.write(json.dumps(req) + "\n")
-                proc.stdin.flush()
-            msg = q.get(timeout=60)
-            if msg.get("event") != "started":
-                raise ForkServerError(f"the fork server failed to start the job: {msg}")
-            pid = int(msg["pid"])
-            with self._lock:
-                self._active.add(pid)
+            pid = self._submit(req, q, memory)
             deadline = start + limits.wall_s
             timed_out = cancelled = False
-            exceeded: str | None = None
-            watchdog = Watchdog(limits, cwd)
+            watchdog = Watchdog(limits, cwd, memory_bytes=memory.watchdog_bytes, memory_note=memory.note)
             returncode: int | None = None
             while True:
                 try:
@@ -182,6 +204,8 @@ class ForkServer:
                 self._waiters.pop(job, None)
                 if pid is not None:
                     self._active.discard(pid)
+            exceeded = exceeded or memory.reason()
+            memory.close()
         wall = time.monotonic() - start
         so, so_total = _tail(stdout_p, limits.output_bytes)
         se, se_total = _tail(stderr_p, limits.output_bytes)
@@ -191,8 +215,46 @@ class ForkServer:
             argv=argv, returncode=returncode, signal_name=_signal_name(returncode), stdout=so, stderr=se,
             stdout_bytes=so_total, stderr_bytes=se_total, stdout_truncated=so_total > limits.output_bytes,
             stderr_truncated=se_total > limits.output_bytes, wall_s=wall, timed_out=timed_out, cancelled=cancelled,
-            limit_exceeded=exceeded, network_isolated=net,
+            limit_exceeded=exceeded, network_isolated=net or self._plan.network_isolated,
+            isolation=self._plan.isolation, warning=self._plan.warning,
+            peak_rss_bytes=watchdog.peak_rss or None,
         )
+
+    def _submit(self, req: dict[str, Any], q: queue.Queue[dict[str, Any]], memory: MemoryGuard) -> int:
+        """Hand the job to the server; its host pid once it started (and, with a cgroup, is inside it)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            raise ForkServerError("the fork server is not running")
+        with self._lock:
+            proc.stdin.write(json.dumps(req) + "\n")
+            proc.stdin.flush()
+        msg = q.get(timeout=60)
+        if msg.get("event") != "started":
+            raise ForkServerError(f"the fork server failed to start the job: {msg}")
+        pid = self._host_pid(int(msg["pid"]))
+        with self._lock:
+            self._active.add(pid)
+        if req["gate"]:  # the job waits for SIGUSR2 until it is inside its cgroup
+            memory.attach(pid)
+            os.kill(pid, signal.SIGUSR2)
+        return pid
+
+    def _host_pid(self, pid: int) -> int:
+        """The host's pid of a job the sandboxed server reports by its PID namespace's pid."""
+        if self._namespace is None:
+            return pid
+        found = host_pid(pid, self._namespace)
+        if found is None:
+            raise ForkServerError(f"the job's process (pid {pid} in the sandbox) was not found")
+        return found
+
+    def _check_isolation(self, cwd: Path) -> None:
+        """Refuse the job without isolation where it is required, or when its workspace is not in the sandbox."""
+        require_isolation(self._plan)
+        roots = self._plan.writable
+        if self._plan.prefix and not any(cwd.resolve().is_relative_to(r.resolve()) for r in roots):
+            raise ForkServerError(f"the job's workspace {cwd} is outside the fork server's sandbox (the workspace "
+                                  "root); spawn it instead")
 
     def _kill(self, pid: int, q: queue.Queue[dict[str, Any]], grace_s: float) -> int | None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -226,6 +288,22 @@ def _tail(path: Path, cap: int) -> tuple[str, int]:
 
 _servers: dict[str, ForkServer] = {}
 _servers_lock = threading.Lock()
+_why_not: dict[str, str] = {}  # per command: why the last start failed, or why the last server ended
+
+
+def unavailable_reason(command: Sequence[str]) -> str | None:
+    """Why ``get_fork_server(command)`` last returned None (for the job's answer)."""
+    if not hasattr(os, "fork"):
+        return "this platform has no fork"
+    if os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
+        return "KERNELSCOPE_NO_FORKSERVER is set"
+    return _why_not.get(_key(command))
+
+
+def _key(command: Sequence[str]) -> str:
+    """One server per command and isolation mode: a server started unisolated never serves a job that must be
+    isolated (nor the other way round) after the settings change."""
+    return f"{' '.join(command)} [isolation={get_settings().isolation}]"
 
 
 def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServer | None:
@@ -233,17 +311,23 @@ def get_fork_server(command: Sequence[str], env: Mapping[str, str]) -> ForkServe
     where fork servers cannot work (no fork, or it failed to start: jobs then spawn processes)."""
     if not hasattr(os, "fork") or os.environ.get("KERNELSCOPE_NO_FORKSERVER"):
         return None
-    key = " ".join(command)
+    key = _key(command)
     with _servers_lock:
         fs = _servers.get(key)
         if fs is not None and fs.alive():
             return fs
+        if fs is not None:  # it ended: say how (a restart costs the warm start again)
+            assert fs._proc is not None
+            code = fs._proc.returncode
+            log.warning("the fork server (pid %s) ended with %s; starting it again", fs._proc.pid,
+                        _signal_name(code) or f"exit status {code}")
         try:
             home = env.get("HOME")
             log_path = Path(home) / "forkserver.log" if home else None
             fs = _servers[key] = ForkServer(command, env, log_path=log_path)
         except (ForkServerError, OSError) as e:
             log.warning("fork server unavailable, spawning processes instead: %s", e)
+            _why_not[key] = f"the fork server could not start: {e}"
             _servers.pop(key, None)
             return None
         return fs

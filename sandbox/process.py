@@ -6,7 +6,14 @@ Design notes
   threaded server (the MCP server runs tools on worker threads). Its limit code is
   ``sandbox/limits.py``, which the evaluation fork server's children run too; a limit it cannot apply
   stops the job before it runs (exit status 125, the reason on stderr).
-- ``RLIMIT_AS`` is never set: it breaks the CUDA driver, which reserves large virtual ranges.
+- Isolation (``sandbox/isolation.py``): where bubblewrap is available the launcher itself runs inside
+  ``bwrap`` with the binds of the job's kind (compile, sass, eval, program, profile; given in
+  ``Limits.job`` or inferred from the command), so the limits below apply inside the sandbox. bwrap
+  keeps the caller's process group (no ``--new-session``: ``start_new_session`` already leaves the
+  job without a controlling terminal), so the watchdog and the group kill work as without it.
+- ``RLIMIT_AS`` only for compilers and disassemblers (``Settings.compiler_memory_bytes``): it breaks the
+  CUDA driver, which reserves large virtual ranges. The result carries the peak resident size of the
+  job's processes (``wait4``) and says when the cap stopped it.
 - On timeout or cancellation the whole process group gets SIGTERM, then SIGKILL after a grace
   period, so a hung kernel or a child that ignores SIGTERM cannot outlive its limit by more than
   ``Limits.kill_grace_s``. After a normal exit, stragglers left in the group are killed too.
@@ -36,7 +43,11 @@ from typing import IO
 
 from pydantic import BaseModel, Field
 
+from kernelscope.config import get_settings
 from kernelscope.sandbox import limits as limit_code
+from kernelscope.sandbox.cgroup import MemoryGuard
+from kernelscope.sandbox.isolation import JobKind, Plan, plan_job
+from kernelscope.sandbox.watchdog import Watchdog, group_pids, kill_group_until_empty  # noqa: F401 (re-exported)
 
 # Environment variables passed through to children (everything else is dropped).
 PASSTHROUGH_ENV = (
@@ -68,8 +79,9 @@ if net is not None:
         os._exit(125)
     sys.stderr.write("kernelscope sandbox: the job keeps the network (%s)\n" % net)
 # Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: give the program the defaults
-# (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell)
-for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
+# (a write past RLIMIT_FSIZE then kills it with SIGXFSZ, as in a shell); SIGTERM is ignored by bwrap's
+# side of an isolated job (so a timeout's SIGTERM reaches the job alone), never by the job
+for sig in ("SIGPIPE", "SIGXFZ", "SIGXFSZ", "SIGTERM"):
     if hasattr(signal, sig):
         signal.signal(getattr(signal, sig), signal.SIG_DFL)
 try:
@@ -99,7 +111,16 @@ class Limits(BaseModel):
                                    "Other writers on that file system count too.")
     output_bytes: int = Field(1 << 20, gt=0, description="Bytes kept of stdout and of stderr each.")
     kill_grace_s: float = Field(2.0, ge=0, description="Time between SIGTERM and SIGKILL.")
-    isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows.")
+    isolate_network: bool = Field(False, description="Enter a new network namespace where the host allows; also "
+                                                     "marks the job as untrusted code (it needs isolation).")
+    job: JobKind | None = Field(None, description="What the job is, for its sandbox binds; None: from the command.")
+    address_space_bytes: int | None = Field(
+        None, gt=0, description="RLIMIT_AS per process; None: the compilers' cap for compile and sass jobs, no cap "
+                                "for others (never give one to a CUDA process).")
+    memory_bytes: int | None = Field(
+        None, gt=0, description="Memory of the job's processes together (a cgroup v2 memory.max where delegated, else "
+                                "the watchdog's resident-size limit); None: Settings.job_memory_bytes for eval, "
+                                "program and profile jobs, none for others.")
 
 
 class ProcessResult(BaseModel):
@@ -117,6 +138,11 @@ class ProcessResult(BaseModel):
     cancelled: bool = False
     limit_exceeded: str | None = Field(None, description="The limit the watchdog killed the job for, in words.")
     network_isolated: bool = False
+    isolation: str | None = Field(None, description="The sandbox the job ran in (bubblewrap and its version); None: "
+                                                    "none.")
+    warning: str | None = Field(None, description="Set when the job ran without isolation.")
+    peak_rss_bytes: int | None = Field(None, description="Largest resident size of one of the job's processes.")
+    memory_cap_bytes: int | None = Field(None, description="The address-space cap (RLIMIT_AS) the job ran under.")
 
     @property
     def ok(self) -> bool:
@@ -217,103 +243,6 @@ def _signal_name(returncode: int | None) -> str | None:
 NPROC_MARGIN_PER_PROCESS = 16  # tasks (threads) per allowed process under RLIMIT_NPROC
 
 
-def group_pids(pgid: int) -> list[int]:
-    """The processes (zombies included: they still hold a pid) whose process group is ``pgid``, from /proc;
-    empty where there is no /proc."""
-    pids: list[int] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return pids
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) == pgid:
-                pids.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
-
-
-def _host_tasks() -> int | None:
-    """Tasks on the host now (the total in /proc/loadavg): one read, so it is polled often."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            return int(f.read().split()[3].split(b"/")[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _free_bytes(path: Path) -> int | None:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
-
-
-class Watchdog:
-    """Polled while a job runs: says when its process group holds too many processes or its file system
-    lost more free space than the job may take. Cheap enough for every poll: a statvfs and one read of
-    /proc/loadavg; the group's processes are counted every ``scan_every_s`` and at once when the host's
-    task count jumps."""
-
-    def __init__(self, limits: Limits, cwd: Path, *, scan_every_s: float = 0.25) -> None:
-        self.max_processes = limits.max_processes
-        self.scan_every_s = scan_every_s
-        self._last_scan = time.monotonic()
-        self._tasks_at_scan = _host_tasks() if self.max_processes else None
-        self.cwd = cwd
-        self.disk_budget: int | None = None
-        self._free0: int | None = None
-        if limits.max_disk_bytes:
-            self._free0 = _free_bytes(cwd)
-            if self._free0 is not None:
-                self.disk_budget = min(limits.max_disk_bytes, self._free0 // 2)
-
-    def check(self, pgid: int) -> str | None:
-        """None while the job is within its limits, else the limit it broke, in words."""
-        if self.disk_budget is not None and self._free0 is not None:
-            free = _free_bytes(self.cwd)
-            if free is not None and self._free0 - free > self.disk_budget:
-                return (f"it filled the disk: the free space of its file system fell by {(self._free0 - free) >> 20} "
-                        f"MiB, more than the {self.disk_budget >> 20} MiB a job may take")
-        if self.max_processes:
-            now = time.monotonic()
-            tasks = _host_tasks()
-            jump = (tasks is not None and self._tasks_at_scan is not None
-                    and tasks - self._tasks_at_scan > self.max_processes // 2)
-            if jump or now - self._last_scan >= self.scan_every_s:
-                self._last_scan, self._tasks_at_scan = now, tasks
-                n = len(group_pids(pgid))
-                if n > self.max_processes:
-                    return f"it started more than {self.max_processes} processes ({n} at once; a fork bomb?)"
-        return None
-
-
-def kill_group_until_empty(pgid: int, timeout_s: float = 2.0) -> None:
-    """SIGKILL the group again until nothing is left in it (a fork bomb may fork while the first signal is
-    on its way)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        _killpg(pgid, signal.SIGKILL)
-        alive = [p for p in group_pids(pgid) if not _is_zombie(p)]
-        if not alive or time.monotonic() > deadline:
-            return
-        time.sleep(0.01)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
-
-
 def _user_tasks(uid: int) -> int:
     """Tasks (threads) of ``uid`` now: what RLIMIT_NPROC counts."""
     tasks = 0
@@ -369,50 +298,105 @@ def run_process(
     argv = [str(a) for a in argv]
     if not argv:
         raise ValueError("empty command")
-    net = limits.isolate_network and network_isolation_status()[0]
-    cfg = json.dumps({"rlimits": job_rlimits(limits), "unshare_net": net, "require_net_isolation": False})
-    full = [sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
     child_env = dict(env) if env is not None else build_env(home=cwd)
+    plan = plan_job(argv, cwd=cwd, env=child_env, kind=limits.job, isolate_network=limits.isolate_network,
+                    address_space_bytes=limits.address_space_bytes)
+    net = plan.network_isolated or bool(limits.isolate_network and not plan.prefix and network_isolation_status()[0])
+    rlimits = job_rlimits(limits)
+    if plan.address_space_bytes:
+        rlimits["RLIMIT_AS"] = int(plan.address_space_bytes)
+    cfg = json.dumps({"rlimits": rlimits,
+                      "unshare_net": net and not plan.prefix, "require_net_isolation": False})
+    full = [*plan.prefix, sys.executable, "-I", "-S", "-c", _LAUNCHER, cfg, *argv]
+    memory = MemoryGuard(job_memory(limits, plan.untrusted))
 
     start = time.monotonic()
     out, err = _Capped(limits.output_bytes), _Capped(limits.output_bytes)
     try:
-        proc = subprocess.Popen(
-            full,
-            cwd=str(cwd),
-            env=child_env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = _popen(full, cwd, child_env, stdin, memory)
     except OSError as e:
+        memory.close()
         return ProcessResult(argv=argv, returncode=None, stderr=f"cannot start: {e}")
-
     pumps = _start_pumps(proc, out, err, stdin)
-    timed_out, cancelled, exceeded = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s)
+    sup = _supervise(proc, limits, cwd, cancel, deadline=start + limits.wall_s, memory=memory)
     wall = time.monotonic() - start
     # Children left in the group (daemonised helpers, fork bombs) die with the job.
     kill_group_until_empty(proc.pid)
     for t in pumps:
         t.join(timeout=5.0)
+    returncode = proc.returncode
+    if plan.prefix and returncode is not None and 128 < returncode < 128 + 65:
+        returncode = 128 - returncode  # bwrap exits 128+N for a job killed by signal N
+    exceeded = sup.exceeded or memory.reason() or _memory_cap_reason(plan, returncode, sup.peak_rss, err)
+    memory.close()
+    notes = limit_note(exceeded) if exceeded else ""
+    if plan.warning and plan.kind in ("compile", "sass"):  # their answers show the log: the warning is in it
+        notes += "\n" + plan.warning + "\n"
     return ProcessResult(
         argv=argv,
-        returncode=proc.returncode,
-        signal_name=_signal_name(proc.returncode),
+        returncode=returncode,
+        signal_name=_signal_name(returncode),
         stdout=out.text(),
-        stderr=err.text() + (limit_note(exceeded) if exceeded else ""),
+        stderr=err.text() + notes,
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         stdout_truncated=out.truncated,
         stderr_truncated=err.truncated,
         wall_s=wall,
-        timed_out=timed_out,
-        cancelled=cancelled,
+        timed_out=sup.timed_out,
+        cancelled=sup.cancelled,
         limit_exceeded=exceeded,
         network_isolated=net,
+        isolation=plan.isolation,
+        warning=plan.warning,
+        peak_rss_bytes=sup.peak_rss,
+        memory_cap_bytes=plan.address_space_bytes,
     )
+
+
+def _popen(full: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None,
+           memory: MemoryGuard) -> subprocess.Popen[bytes]:
+    """Start the job in its own session; with a cgroup, behind a gate it passes once it is inside it."""
+    gate = os.pipe() if memory.cgroup is not None else None
+    if gate is not None:  # the job waits here until it is inside its cgroup
+        full = ["/bin/sh", "-c", f'read -r _ <&{gate[0]}; exec {gate[0]}<&-; exec "$@"', "sh", *full]
+    try:
+        proc = subprocess.Popen(full, cwd=str(cwd), env=env, stdin=subprocess.PIPE if stdin is not None
+                                else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, pass_fds=gate[:1] if gate else ())
+    except OSError:
+        if gate is not None:
+            os.close(gate[1])
+        raise
+    finally:
+        if gate is not None:
+            os.close(gate[0])
+    if gate is not None:
+        memory.attach(proc.pid)
+        with contextlib.suppress(OSError):
+            os.write(gate[1], b"go\n")
+        os.close(gate[1])
+    return proc
+
+
+# What a process prints when an allocation fails (C/C++ runtimes, gcc, cicc, Python).
+_OOM_MARKERS = (b"bad_alloc", b"out of memory", b"Out of memory", b"virtual memory exhausted",
+                b"Cannot allocate memory", b"MemoryError", b"memory allocation failed")
+
+
+def _memory_cap_reason(plan: Plan, returncode: int | None, peak: int | None, err: _Capped) -> str | None:
+    """The address-space cap, in words, when it is what stopped a failed job: an allocation failure in its
+    output, or a crash (an unchecked failed allocation), under a cap."""
+    cap = plan.address_space_bytes
+    if not cap or returncode == 0 or returncode is None:
+        return None
+    text = bytes(err.head) + bytes(err.tail)
+    crashed = returncode < 0 and -returncode in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
+    if not crashed and not any(m in text for m in _OOM_MARKERS):
+        return None
+    used = f"; its largest process reached {peak >> 20} MiB resident" if peak else ""
+    return (f"it reached the compiler memory cap: {cap >> 20} MiB of address space per process (RLIMIT_AS, "
+            f"Settings.compiler_memory_bytes){used}")
 
 
 def _start_pumps(proc: subprocess.Popen[bytes], out: _Capped, err: _Capped,
@@ -437,34 +421,65 @@ def _start_pumps(proc: subprocess.Popen[bytes], out: _Capped, err: _Capped,
     return pumps
 
 
-def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
-               deadline: float) -> tuple[bool, bool, str | None]:
-    """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
-    or is cancelled: (timed_out, cancelled, the limit exceeded or None)."""
-    timed_out = cancelled = False
+class _Supervised(BaseModel):
+    timed_out: bool = False
+    cancelled: bool = False
     exceeded: str | None = None
-    watchdog = Watchdog(limits, cwd)
+    peak_rss: int | None = None
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
+    """Wait up to ``timeout`` seconds (None: for ever) for the child with ``wait4``: its peak resident size
+    in bytes (of itself and the descendants it reaped) once it has exited, else None."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if proc.returncode is not None:
+            return 0
         try:
-            proc.wait(timeout=0.05)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        exceeded = watchdog.check(proc.pid)
-        if exceeded:
-            kill_group_until_empty(proc.pid)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere
             proc.wait()
+            return 0
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return int(usage.ru_maxrss) * 1024
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def job_memory(limits: Limits, untrusted: bool) -> int | None:
+    """The memory cap of a job: its own, else the settings' for untrusted jobs (evaluations, labelled programs
+    and profiles: CUDA processes); the server's own probes and tools get none."""
+    return limits.memory_bytes or (get_settings().job_memory_bytes if untrusted else None)
+
+
+def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel: threading.Event | None, *,
+               deadline: float, memory: MemoryGuard) -> _Supervised:
+    """Wait for the child, killing its process group when it exceeds a watched limit, passes its deadline
+    or is cancelled."""
+    res = _Supervised()
+    watchdog = Watchdog(limits, cwd, memory_bytes=memory.watchdog_bytes, memory_note=memory.note)
+    peak: int | None
+    while True:
+        peak = _reap(proc, 0.05)
+        if peak is not None:
             break
-        cancelled, timed_out = stop_reason(cancel, deadline)
-        if timed_out or cancelled:
+        res.exceeded = watchdog.check(proc.pid)
+        if res.exceeded:
+            kill_group_until_empty(proc.pid)
+            peak = _reap(proc, None)
+            break
+        res.cancelled, res.timed_out = stop_reason(cancel, deadline)
+        if res.timed_out or res.cancelled:
             _killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=limits.kill_grace_s)
-            except subprocess.TimeoutExpired:
+            peak = _reap(proc, limits.kill_grace_s)
+            if peak is None:
                 _killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                peak = _reap(proc, None)
             break
-    return timed_out, cancelled, exceeded
+    res.peak_rss = max(peak or 0, watchdog.peak_rss) or None
+    return res
 
 
 @lru_cache(maxsize=1)

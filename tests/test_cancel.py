@@ -46,9 +46,17 @@ def job_processes(home: Path) -> list[int]:
             state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if cwd.startswith(marker) and state not in (b"Z", b"X"):
+        if cwd.startswith(marker) and state not in (b"Z", b"X") and not _is_sandbox(name):
             found.append(int(name))
     return found
+
+
+def _is_sandbox(pid: str) -> bool:
+    """bubblewrap's own processes (its monitor and the sandbox's init) around an isolated job."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap"
+    except OSError:
+        return False
 
 
 async def _compile_faulty(c: Client) -> str:

@@ -153,8 +153,9 @@ def test_the_fork_server_child_refuses_a_job_whose_limits_it_cannot_apply(
     """The child applies the launcher's own limit code; a limit it cannot apply is not ignored: the job does
     not run, and its result says why."""
     monkeypatch.setattr(forkserver, "job_rlimits", lambda limits: {"RLIMIT_CORE": 0, "RLIMIT_NOPE": 1})
-    ws = tmp_path / "ws"
-    ws.mkdir()
+    # under the workspace root, as the tools make them: an isolated fork server sees no other place
+    ws = kernelscope_home / "workspaces" / f"ws-{tmp_path.name}"
+    ws.mkdir(parents=True)
     (ws / "config.json").write_text(json.dumps(_cfg(tmp_path)))
     out = ws / "result.json"
     fs = forkserver.ForkServer(HARNESS, forkserver_env(kernelscope_home))

@@ -35,9 +35,24 @@ def test_timeout_kills_whole_group_even_if_sigterm_ignored(tmp_path: Path) -> No
     assert time.monotonic() - t0 < 6
     child = int(pidfile.read_text())
     time.sleep(0.2)
-    stat = Path(f"/proc/{child}/stat")
-    # the grandchild is gone too (or a zombie waiting for init to reap it)
-    assert not stat.exists() or stat.read_text().split(")")[1].split()[0] in ("Z", "X")
+    if r.isolation is None:
+        stat = Path(f"/proc/{child}/stat")
+        # the grandchild is gone too (or a zombie waiting for init to reap it)
+        assert not stat.exists() or stat.read_text().split(")")[1].split()[0] in ("Z", "X")
+    # isolated, the pid it wrote is its PID namespace's: look for it by its command line instead
+    assert not _live_with_cmdline(b"time.sleep(600)'")
+
+
+def _live_with_cmdline(marker: bytes) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes() \
+                    and (d / "stat").read_text().split(")")[1].split()[0] not in ("Z", "X"):
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_output_is_capped_with_marker(tmp_path: Path) -> None:

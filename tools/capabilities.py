@@ -17,9 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelscope._version import __version__
+from kernelscope.config import get_settings
 from kernelscope.errors import KernelscopeError, NotAvailable
 from kernelscope.measure.cupti import cupti_paths
 from kernelscope.models import CapabilityReport, CutlassInfo, GpuInfo, PoolStatus, ToolInfo
+from kernelscope.sandbox.cgroup import job_cgroup_status
+from kernelscope.sandbox.isolation import isolation_status
 from kernelscope.sandbox.pool import current_pool
 from kernelscope.sandbox.process import network_isolation_status
 from kernelscope.toolkit import toolchain
@@ -216,6 +219,7 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
     counters, counters_note = check_counter_access(tools["ncu"], gpus, probe=probe)
     nsys_ok, nsys_note = check_nsys_reports(tools["nsys"], gpus, probe=probe)
     isolated, isolation_note = network_isolation_status()
+    sandboxed, sandbox_note = isolation_in_force()
     cutlass = cutlass_info()
     verdicts = _assess(tools, gpus, gpu_note, counters, counters_note, nsys_ok, nsys_note, cutlass)
     return CapabilityReport(
@@ -234,11 +238,39 @@ def capability_report(*, probe: bool = True) -> CapabilityReport:
         nsys_note=nsys_note,
         network_isolation=isolated,
         network_isolation_note=isolation_note,
+        isolation=sandboxed,
+        isolation_note=sandbox_note,
         cutlass=cutlass,
         pool=_pool_status(),
         can={name: v.ok for name, v in verdicts.items()},
         reasons={name: _reason(v) for name, v in verdicts.items() if not v.ok},
     )
+
+
+def isolation_in_force() -> tuple[bool, str]:
+    """Whether jobs run inside bubblewrap here, in words: its path and version, or why not and the fix."""
+    mode = get_settings().isolation
+    if mode == "off":
+        return False, ("OFF: the server was started with --no-isolation; compiles, evaluations and programs run "
+                       "with the server's own rights")
+    st = isolation_status()
+    if st.available:
+        return True, f"{st.detail} ({st.bwrap}; user namespaces work); {memory_caps()}"
+    then = ("untrusted runs (eval, programs, profiles) are refused" if mode == "required"
+            else "jobs run without it, with a warning")
+    return False, f"none: {st.detail}; {then}. Fix: {st.fix}"
+
+
+def memory_caps() -> str:
+    """The memory caps in force, in words (docs/isolation.md, Memory caps)."""
+    s = get_settings()
+    comp = f"{s.compiler_memory_bytes >> 20} MiB of address space" if s.compiler_memory_bytes else "none"
+    if not s.job_memory_bytes:
+        return f"memory caps: compilers {comp}, untrusted jobs none"
+    cg = job_cgroup_status()
+    how = (f"a cgroup v2 memory.max ({cg.parent})" if cg.available
+           else f"the watchdog's resident-size limit ({cg.detail})")
+    return f"memory caps: compilers {comp}, untrusted jobs {s.job_memory_bytes >> 20} MiB by {how}"
 
 
 def _pool_status() -> PoolStatus | None:
@@ -334,6 +366,7 @@ def render_report(report: CapabilityReport) -> str:
         out.append(f"CUTLASS/CuTe: not found: {_line(c.note)}")
     if report.pool is not None:
         out.append(render_pool(report.pool))
+    out.append(f"Sandbox (bubblewrap) for every job: {_yes_no(report.isolation)}: {report.isolation_note or ''}")
     out.append(
         f"Network isolation of child processes: {_yes_no(report.network_isolation)}"
         + (f": {report.network_isolation_note}" if report.network_isolation_note else "")

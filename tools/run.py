@@ -34,7 +34,7 @@ from kernelscope.models import (
     ProgramResult,
 )
 from kernelscope.models.requests import EvalRequest, ProgramRequest
-from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
+from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server, unavailable_reason
 from kernelscope.sandbox.gpu import GpuPool, Lease, WaitCallback, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
 from kernelscope.sandbox.pool import LocalPool, Runner, build_cache, current_pool, worker_dir
@@ -240,6 +240,9 @@ class _EvalJob:
     ws: Path
     cancel: threading.Event | None
     marks: dict[str, float] = field(default_factory=dict)
+    executor: str | None = None
+    isolation: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def config(self) -> Path:
@@ -254,12 +257,14 @@ class _EvalJob:
         return _eval_limits(self.req)
 
     def execute(self, lease: Lease) -> ProcessResult:
-        """The harness job, on the fork server (or, without one, a spawned interpreter)."""
+        """The harness job, on the fork server (or, without one, a spawned interpreter, with the reason in
+        ``notes``)."""
         env = job_env(self.ws, self.s.home, lease, candidate=self.cand_src)
         self.marks["submit"] = time.time()
         fs = get_fork_server(HARNESS, forkserver_env(self.s.home)) if self.req.executor == "auto" else None
         if fs is not None:
             try:
+                self.executor, self.isolation = "fork-server", fs.isolation
                 return fs.run(cfg=self.config, out=self.result, cwd=self.ws, env=env, limits=self.limits,
                               cancel=self.cancel)
             except ForkServerError as e:
@@ -267,8 +272,16 @@ class _EvalJob:
                     return ProcessResult(argv=harness_argv(self.config, self.result), returncode=None,
                                          stderr=str(e))
                 log.warning("fork server failed (%s); spawning this job", e)
-        return run_process(harness_argv(self.config, self.result), cwd=self.ws, limits=self.limits, env=env,
+                self.notes.append(f"the fork server failed ({e}); this job ran in a freshly started interpreter")
+        elif self.req.executor == "auto":
+            why = unavailable_reason(HARNESS) or "unknown"
+            self.notes.append(f"the fork server is unavailable ({why}); this job ran in a freshly started "
+                              "interpreter (seconds of imports)")
+        self.executor = "spawn"
+        proc = run_process(harness_argv(self.config, self.result), cwd=self.ws, limits=self.limits, env=env,
                            cancel=self.cancel)
+        self.isolation = proc.isolation
+        return proc
 
 
 class _JobThread:
@@ -375,6 +388,9 @@ def evaluate_here(req: EvalRequest, settings: Settings | None, pool: LocalPool, 
     result.gpu_wait_s = running.lease.waited_s if gpu else 0.0
     result.build_s, result.build_note = build_s, build_note
     result.worker = running.lease.worker
+    result.executor = job.executor
+    result.notes += job.notes
+    result.isolation = job.isolation or (proc.isolation if proc is not None else None)
     return result
 
 

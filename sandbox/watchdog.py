@@ -104,6 +104,8 @@ class Watchdog:
         return None
 
     def _memory(self, pids: list[int]) -> str | None:
+        if not self.memory_bytes:
+            return None
         now = _resident(pids)
         self.peak_total = max(self.peak_total, now)
         if self.memory_bytes and now > self.memory_bytes:

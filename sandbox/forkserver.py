@@ -12,8 +12,12 @@ child's whole process group gets SIGTERM, then SIGKILL.
 
 Isolation: where bubblewrap is available the fork server itself runs inside ``bwrap``
 (``isolation.forkserver_plan``: the eval binds, the workspace root and the shared build caches writable);
-the pids its jobs report are its PID namespace's and are translated to the host's. Its jobs share that
-one sandbox: each sees the workspace root (docs/isolation.md).
+the pids its jobs report are its PID namespace's and are translated to the host's. Each job narrows that
+sandbox to its own view before it runs anything (its own mount and PID namespaces, only its workspace
+and caches, no capabilities: ``sandbox/limits.py`` ``private_view``; docs/isolation.md). The server
+outlives the thread that started it (no ``--die-with-parent``) and ends when its stdin closes. Memory:
+each job's cgroup (``sandbox/cgroup.py``; the child waits for SIGUSR2 until it is inside) or the
+watchdog's limit.
 """
 
 from __future__ import annotations

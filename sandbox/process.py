@@ -14,7 +14,7 @@ Design notes
 - ``RLIMIT_AS`` only for compilers and disassemblers (``Settings.compiler_memory_bytes``): it breaks the
   CUDA driver, which reserves large virtual ranges. The result carries the peak resident size of the
   job's processes (``wait4``) and says when the cap stopped it.
-- On timeout or cancellation the whole process group gets SIGTERM, then SIGKILL after a grace
+- On timeout or cancellation the whole process group gets SIGTERM (again every 0.2 s), then SIGKILL after a grace
   period, so a hung kernel or a child that ignores SIGTERM cannot outlive its limit by more than
   ``Limits.kill_grace_s``. After a normal exit, stragglers left in the group are killed too.
 - Output is read on threads and capped: the head and the tail are kept, the middle is replaced by a
@@ -436,6 +436,18 @@ class _Supervised(BaseModel):
     peak_rss: int | None = None
 
 
+def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> int | None:
+    """SIGTERM the group, again every 0.2 s of the grace period: a process that starts while the first one is
+    sent (a job still in its launcher, where bwrap's side keeps SIGTERM ignored) gets a later one, instead
+    of living until the SIGKILL. ``_reap``'s answer: None while the job still runs after ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        _killpg(proc.pid, signal.SIGTERM)
+        peak = _reap(proc, max(0.0, min(0.2, deadline - time.monotonic())))
+        if peak is not None or time.monotonic() >= deadline:
+            return peak
+
+
 def _reap(proc: subprocess.Popen[bytes], timeout: float | None) -> int | None:
     """Wait up to ``timeout`` seconds (None: for ever) for the child with ``wait4``: its peak resident size
     in bytes (of itself and the descendants it reaped) once it has exited, else None."""
@@ -480,8 +492,7 @@ def _supervise(proc: subprocess.Popen[bytes], limits: Limits, cwd: Path, cancel:
             break
         res.cancelled, res.timed_out = stop_reason(cancel, deadline)
         if res.timed_out or res.cancelled:
-            _killpg(proc.pid, signal.SIGTERM)
-            peak = _reap(proc, limits.kill_grace_s)
+            peak = _terminate(proc, limits.kill_grace_s)
             if peak is None:
                 _killpg(proc.pid, signal.SIGKILL)
                 peak = _reap(proc, None)

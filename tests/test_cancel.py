@@ -95,7 +95,9 @@ async def next_job_runs_at_once(c: Client, aid: str) -> None:
     r = await c.call_tool("run", {"mode": "program", "artifact_id": aid, "args": ["ok"]})
     assert not r.is_error, _text(r)
     p = r.structured_content["program"]
-    assert p["exit_status"] == 0 and p["gpu_wait_s"] < 1.0, p
+    # the lease is free once the cancelled job is reaped: at once, or at the latest after the SIGKILL that
+    # follows the grace period (a cancel that lands while the job is still in its launcher)
+    assert p["exit_status"] == 0 and p["gpu_wait_s"] < Limits().kill_grace_s + 1.0, p
 
 
 @pytest.fixture
@@ -165,7 +167,7 @@ async def test_cancel_while_queued_never_starts_the_job(one_gpu: gpu_mod.GpuPool
         while job_processes(kernelscope_home):
             assert time.monotonic() - t0 < 5
             await anyio.sleep(0.02)
-        assert time.monotonic() - t0 < 1.5  # `loop` dies at SIGTERM
+        assert time.monotonic() - t0 < Limits().kill_grace_s + 1.5  # `loop` dies at SIGTERM, else at SIGKILL
         await next_job_runs_at_once(c, aid)
 
 
@@ -205,7 +207,7 @@ async def test_cancel_over_stdio(tmp_path: Path, mode: str) -> None:
         aid = await _compile_faulty(c)
         took = await cancel_once_running(c, {"mode": "program", "artifact_id": aid, "args": ["loop"],
                                              "timeout_s": 600}, home)
-        assert took < 1.5, took
+        assert took < Limits().kill_grace_s + 1.5, took  # `loop` dies at SIGTERM, by SIGKILL at the latest
         print(f"\nreliability: cancel over stdio {mode}: gone after {took:.2f} s")
         await next_job_runs_at_once(c, aid)
 

@@ -233,3 +233,17 @@ def test_sealed_entries_are_bound_as_private_copies(tmp_path: Path) -> None:
         view = job_view(dataclasses.replace(plan, writable=(tmp_path,)), ws, env)
         assert view is not None and str(entry.resolve()) not in view["keep"]
         assert view["bind"] == [[str((ws / extcache.PRIVATE_FOLDER / "k3").resolve()), str(entry.resolve())]]
+
+
+def test_ray_ships_builds_without_their_seal(tmp_path: Path) -> None:
+    """A build packed on one Ray node names that node's paths: the evaluating node unpacks it open, builds where
+    the paths differ and seals its own."""
+    from kernelscope.sandbox.pool import _pack, _unpack
+
+    entry = tmp_path / "a" / extcache.CACHE_FOLDER / "k4"
+    _fake_build(entry)
+    assert extcache.seal(entry)
+    there = tmp_path / "b"
+    assert _unpack(_pack(tmp_path / "a"), there) == 2
+    assert not extcache.is_sealed(there / extcache.CACHE_FOLDER / "k4")
+    assert (there / extcache.CACHE_FOLDER / "k4" / "ext" / "ext.so").read_bytes() == b"\x7fELF built"

@@ -15,11 +15,12 @@ import pytest
 from kernelscope.config import get_settings, set_settings
 from kernelscope.models.requests import AnalyzeRequest, EvalRequest
 from kernelscope.sandbox import extcache, forkserver
+from kernelscope.sandbox.forkserver import get_fork_server
 from kernelscope.sandbox.isolation import binds_for, isolation_status, job_view, plan_job
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.tools.analyze import Analysis, prepare_target
-from kernelscope.tools.run import eval_candidate, job_env
+from kernelscope.tools.run import HARNESS, eval_candidate, forkserver_env, job_env
 
 CASES = Path(__file__).parent / "evalcases"
 # A load_inline candidate whose extension has the same name in every variant (TAG changes only the source);
@@ -65,8 +66,9 @@ def _entry(candidate: Path) -> Path:
 
 def _analyze_job(candidate: Path, kind: str, tamper: list[Path] = ()) -> tuple[ProcessResult, dict]:
     """The harness job analyze profiles (its workspace, configuration and environment, from analyze's own code),
-    run as the job kind of its capture: ``profile`` (under Nsight Compute) or ``eval`` (the CUPTI collector);
-    with no GPU here, the harness itself stands in for the profiler and runs on the CPU."""
+    run as the job kind of its capture: ``profile`` (under Nsight Compute) or ``eval`` (the CUPTI collector),
+    or on the evaluations' fork server; with no GPU here, the harness itself stands in for the profiler and runs
+    on the CPU."""
     req = AnalyzeRequest(reference_path=str(CASES / "ref_relu.py"), candidate_path=str(candidate))
     with Workspace(prefix="analyze-") as ws:
         prep = prepare_target(req, ws.path, get_settings())
@@ -74,7 +76,13 @@ def _analyze_job(candidate: Path, kind: str, tamper: list[Path] = ()) -> tuple[P
         (ws.path / "config.json").write_text(json.dumps({**cfg, "device": "cpu"}))
         (ws.path / "tamper.txt").write_text("\n".join(map(str, tamper)))
         a = Analysis(req=req, settings=get_settings(), prep=prep, ws=ws.path, lease=None)  # type: ignore[arg-type]
-        proc = run_process(prep.argv, cwd=ws.path, env=a.env, limits=Limits(wall_s=600, job=kind))  # type: ignore[arg-type]
+        if kind == "fork-server":  # the evaluation's executor, with the same environment
+            fs = get_fork_server(HARNESS, forkserver_env(get_settings().home))
+            assert fs is not None
+            proc = fs.run(cfg=ws.path / "config.json", out=ws.path / "result.json", cwd=ws.path, env=a.env,
+                          limits=Limits(wall_s=600))
+        else:
+            proc = run_process(prep.argv, cwd=ws.path, env=a.env, limits=Limits(wall_s=600, job=kind))  # type: ignore[arg-type]
         result = json.loads((ws.path / "result.json").read_text()) if (ws.path / "result.json").is_file() else {}
     return proc, result
 
@@ -94,7 +102,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["profile", "eval"])
+@pytest.mark.parametrize("kind", ["profile", "eval", "fork-server"])
 def test_analyze_loads_the_build_run_made(built: dict[str, Path], kind: str) -> None:
     entry = built["entry"]
     assert extcache.is_sealed(entry)  # sealed by the launcher after run's build

@@ -133,7 +133,7 @@ class Server:
         os.setsid()
         view = job.get("view")
         if view is not None:
-            failed = self.limits.private_view(view["keep"], view["mask"])
+            failed = self.limits.private_view(view["keep"], view["mask"], view.get("bind", []))
             if failed is None:
                 _relay(os.fork(), init=False)  # the rest runs in the new PID namespace
                 failed = self.limits.enter_pid_namespace()

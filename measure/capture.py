@@ -57,6 +57,7 @@ class Prepared(BaseModel):
     binary: str | None = None  # the executable, for SASS
     artifact_id: str | None = None
     display: str
+    candidate: str | None = None  # eval mode: the candidate's source (its extension builds' cache key)
 
 
 def validate_options(opts: CaptureOptions) -> None:

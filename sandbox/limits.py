@@ -12,6 +12,7 @@ import ctypes
 import os
 import re
 import resource
+from collections.abc import Sequence
 
 CLONE_NEWNET = 0x40000000
 
@@ -99,19 +100,22 @@ def _put_back(libc: ctypes.CDLL, moved: list[tuple[str, str]]) -> None:
         os.rmdir(aside)
 
 
-def private_view(keep: list[str], masked: list[str]) -> str | None:
+def private_view(keep: list[str], masked: list[str], bind: Sequence[Sequence[str]] = ()) -> str | None:
     """Give this process (a fork server's job, which holds CAP_SYS_ADMIN in the sandbox's user namespace)
     its own mount namespace, in which every folder of ``masked`` (the workspace root, the shared caches) is
-    an empty tmpfs except the folders of ``keep`` (its workspace, its caches), with a fresh ``/tmp`` (what
-    the sandbox binds under /tmp is moved over) and ``/dev/shm``; and a new PID namespace for the child it
-    forks next (:func:`enter_pid_namespace`). None when done, else why not (the job must not run then)."""
+    an empty tmpfs except the folders of ``keep`` (its workspace, its caches) and the (source, destination)
+    pairs of ``bind`` (a folder of its own mounted at another path: its copy of a sealed extension build),
+    with a fresh ``/tmp`` (what the sandbox binds under /tmp is moved over) and ``/dev/shm``; and a new PID
+    namespace for the child it forks next (:func:`enter_pid_namespace`). None when done, else why not (the
+    job must not run then)."""
     libc = _libc()
     try:
         if libc.unshare(CLONE_NEWNS | CLONE_NEWPID) != 0:
             raise OSError(ctypes.get_errno(), f"unshare: {os.strerror(ctypes.get_errno())}")
         _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
         _mount(libc, "tmpfs", _STASH, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-        kept = [(_aside(libc, path, f"keep{i}", MS_BIND | MS_REC), path) for i, path in enumerate(keep)]
+        pairs = [(path, path) for path in keep] + [(src, dst) for src, dst in bind]
+        kept = [(_aside(libc, src, f"keep{i}", MS_BIND | MS_REC), dst) for i, (src, dst) in enumerate(pairs)]
         hidden = [os.path.normpath(m) for m in masked]
         # the sandbox's binds under /tmp (the package, a Python install) stay as they are, over a fresh /tmp
         moved = [(_aside(libc, point, f"tmp{i}", MS_MOVE), point) for i, point in enumerate(_mounts_under("/tmp"))

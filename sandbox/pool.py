@@ -43,6 +43,7 @@ import kernelscope
 from kernelscope.config import Settings, ensure_dirs, get_settings, settings_from_env
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models import EvalResult, PoolStatus, WorkerStatus
+from kernelscope.sandbox.extcache import SEAL_SUFFIX
 from kernelscope.sandbox.gpu import GpuPool, gpu_pool, worker_name
 
 log = logging.getLogger("kernelscope.sandbox.pool")
@@ -145,7 +146,9 @@ def _pack(folder: Path) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for p in sorted(folder.rglob("*")):
-            if p.is_file() and not p.is_symlink():
+            # not an extension build's seal: its files name this node's paths, so the evaluation's node
+            # builds again where they differ and seals its own (sandbox/extcache.py)
+            if p.is_file() and not p.is_symlink() and not p.name.endswith(SEAL_SUFFIX):
                 tar.add(p, arcname=str(p.relative_to(folder)), recursive=False)
     return buf.getvalue()
 

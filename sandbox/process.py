@@ -44,6 +44,7 @@ from typing import IO
 from pydantic import BaseModel, Field
 
 from kernelscope.config import get_settings
+from kernelscope.sandbox import extcache
 from kernelscope.sandbox import limits as limit_code
 from kernelscope.sandbox.cgroup import MemoryGuard
 from kernelscope.sandbox.isolation import JobKind, Plan, plan_job
@@ -330,6 +331,7 @@ def run_process(
     exceeded = sup.exceeded or memory.reason() or _memory_cap_reason(plan, returncode, sup.peak_rss, err)
     memory.close()
     notes = limit_note(exceeded) if exceeded else ""
+    extcache.seal_after_job(child_env)  # an extension build it finished is reused, unchanged, by later jobs
     if plan.warning and plan.kind in ("compile", "sass"):  # their answers show the log: the warning is in it
         notes += "\n" + plan.warning + "\n"
     return ProcessResult(

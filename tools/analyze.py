@@ -106,7 +106,8 @@ def prepare_target(t: ProfileTarget, ws: Path, s: Settings) -> Prepared:
            "candidate_path": str(ws / "candidate.py"), "device": "cuda:0", "seed": t.seed, "profile_calls": t.calls}
     (ws / "config.json").write_text(json.dumps(cfg))
     return Prepared(argv=harness_argv(ws / "config.json", ws / "result.json"),
-                    ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)")
+                    ncu_flags=["--profile-from-start", "off"], display="eval candidate (ModelNew forward)",
+                    candidate=cand)
 
 
 def check_overrides(overrides: dict[str, dict[str, float]]) -> None:
@@ -191,8 +192,9 @@ class Analysis:
 
     @cached_property
     def env(self) -> dict[str, str]:
-        """The measured job's environment (its workspace, the leased GPU)."""
-        return job_env(self.ws, self.settings.home, self.lease)
+        """The measured job's environment (its workspace, the leased GPU; a candidate's extension builds from the
+        shared cache, where `run` built them)."""
+        return job_env(self.ws, self.settings.home, self.lease, candidate=self.prep.candidate)
 
     def static_evidence(self) -> Evidence:
         return self.evidence.result() if self.evidence is not None else Evidence([], [])

@@ -33,8 +33,9 @@ def ncu_profile(req: ProfileRequest, settings: Settings | None = None, *, cancel
     with Workspace(prefix="ncu-") as ws:
         prep = prepare_target(req, ws.path, s)
         with gpu_lease(req.gpu, cancel, on_wait) as lease:
-            cap, report = run_capture(prep, req, ws=ws.path, env=job_env(ws.path, s.home, lease), name="profile",
-                                      timeout_s=req.timeout_s, cancel=cancel)
+            env = job_env(ws.path, s.home, lease, candidate=prep.candidate)
+            cap, report = run_capture(prep, req, ws=ws.path, env=env, name="profile", timeout_s=req.timeout_s,
+                                      cancel=cancel)
         result = NcuProfileResult(status=cap.status, explanation=cap.explanation, fixes=cap.fixes, capture=cap,
                                   mode=req.mode, gpu_wait_s=lease.waited_s, notes=harness_notes(ws.path))
         if report is None:

@@ -51,16 +51,16 @@ def choose_backend(requested: Backend) -> tuple[Literal["nsys", "cupti"], str | 
     return "nsys", None
 
 
-def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str]:
+def _prepare(req: TraceRequest, ws: Path, s: Settings) -> tuple[list[str], str, str | None]:
     if req.trace_mode == "script":
         if any(v is not None for v in (req.artifact_id, req.reference, req.reference_path, req.candidate,
                                        req.candidate_path)):
             raise InputError("Give one target: `script`/`script_path`, `artifact_id`, or a reference and candidate.")
         src = _read_source(req.script, req.script_path, "script", s)
         (ws / "script.py").write_text(src)
-        return [sys.executable, "-s", str(ws / "script.py"), *req.args], "Python script"
+        return [sys.executable, "-s", str(ws / "script.py"), *req.args], "Python script", None
     prep = prepare_target(req, ws, s)  # eval: the harness opens the profiler range around `calls` forward calls
-    return prep.argv, prep.display
+    return prep.argv, prep.display, prep.candidate  # the candidate: its extension builds, from the cache
 
 
 def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,
@@ -74,10 +74,10 @@ def trace(req: TraceRequest, settings: Settings | None = None, *, cancel: thread
     t_all = time.monotonic()
     result = TraceResult(status="ok", mode=req.trace_mode, source=backend, fallback=fallback)
     with Workspace(prefix="trace-") as ws:
-        argv, display = _prepare(req, ws.path, s)
+        argv, display, candidate = _prepare(req, ws.path, s)
         with gpu_pool().lease(req.gpu, cancel=cancel, on_wait=on_wait) as lease:
             result.gpu_wait_s = lease.waited_s
-            env = job_env(ws.path, s.home, lease)
+            env = job_env(ws.path, s.home, lease, candidate=candidate)
             tl: Timeline | None = None
             if backend == "nsys":
                 proc, tl, notes = run_nsys(argv, ws.path, env, req.timeout_s, cancel)

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
+import importlib.metadata
 import importlib.util
 import io
 import json
 import logging
 import os
+import platform
 import re
 import sys
 import threading
 import time
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import kernelscope
@@ -34,6 +36,7 @@ from kernelscope.models import (
     ProgramResult,
 )
 from kernelscope.models.requests import EvalRequest, ProgramRequest
+from kernelscope.sandbox.extcache import CACHE_FOLDER, PRIVATE_FOLDER, extension_key
 from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server, unavailable_reason
 from kernelscope.sandbox.gpu import GpuPool, Lease, WaitCallback, gpu_pool
 from kernelscope.sandbox.paths import resolve_user_path
@@ -41,7 +44,7 @@ from kernelscope.sandbox.pool import LocalPool, Runner, build_cache, current_poo
 from kernelscope.sandbox.process import Limits, ProcessResult, build_env, run_process
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.toolkit.probes import local_default_arch
-from kernelscope.toolkit.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import ToolMissing, require, tool_info
 from kernelscope.tools.run_answer import assemble, overhead, parse_harness_result
 
 log = logging.getLogger("kernelscope.tools.run")
@@ -112,10 +115,6 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     shared = builds if builds is not None else build_cache(home)
     env["KERNELSCOPE_NVRTC_CACHE"] = str(shared / "nvrtc")  # fast-path cubins, by content, for every worker
-    # load_inline builds, one folder per candidate source: two candidates that name their extension
-    # alike never build into (or load) each other's folder
-    key = hashlib.sha256(candidate.encode()).hexdigest()[:16] if candidate is not None else "shared"
-    env["TORCH_EXTENSIONS_DIR"] = str(shared / "torch-extensions" / key)
     own = worker_dir(home, lease.worker if lease is not None else "cpu")
     env["CUPY_CACHE_DIR"] = str(own / "cupy")
     env["TRITON_CACHE_DIR"] = str(own / "triton")
@@ -131,7 +130,30 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     # extension builds target the GPUs here whether or not the job sees one, so a pre-build (no GPU)
     # and the evaluation (with one) produce the same cached build
     env.setdefault("TORCH_CUDA_ARCH_LIST", _torch_arch_list())
+    # load_inline builds: one write-once entry of the shared cache per candidate source and build setting
+    # (sandbox/extcache.py), so every job of a source (run's build, its evaluation, analyze's captures)
+    # loads the one build, and no source's job ever sees another's; a job of no candidate builds in its
+    # own workspace
+    env["TORCH_EXTENSIONS_DIR"] = str(ws / PRIVATE_FOLDER / "own" if candidate is None
+                                      else shared / CACHE_FOLDER / extension_key(candidate, env, _build_versions()))
     return env
+
+
+@lru_cache(maxsize=1)
+def _build_versions() -> str:
+    """What decides an extension build besides its source and the job's environment: Python, the machine,
+    torch's version (its local label names its CUDA build: ``2.5.1+cu124``) and the CUDA toolkit's nvcc."""
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    try:
+        nvcc = tool_info("nvcc")
+        cuda = f"{nvcc.path}:{nvcc.version}"
+    except Exception:  # no toolkit: C++-only extensions still build
+        cuda = "none"
+    return "\0".join((sys.version, platform.machine(), torch_version, cuda))
+
 
 
 def prewarm() -> bool:

@@ -44,7 +44,13 @@ def test_on_the_cpu_the_op_audit_decides_and_says_so() -> None:
 ])
 def test_new_cheats_are_caught(case: str, flag: str) -> None:
     r = evaluate(case)
-    assert r.correctness and r.correctness.correct  # right on every fresh input: only the probe sees it
+    assert r.correctness is not None
+    if flag == "pointer-cache" and not r.correctness.correct:
+        # the allocator handed a fresh input the storage of a freed one, so the cache answered it stale:
+        # the correctness trials caught it before the probe could (it depends on where memory is reused)
+        assert r.verdict in ("incorrect", "invalid"), r.verdict
+        return
+    assert r.correctness.correct  # right on every fresh input: only the probe sees it
     f = next((f for f in r.flags if f.id == flag), None)
     assert f is not None and f.severity == "invalid", r.flags
     assert r.verdict == "invalid"

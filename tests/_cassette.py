@@ -14,8 +14,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import _endpoint as endpoint
+from _endpoint import Request, Response, text_completion
 
 SPENT = "I have no further ideas for this problem."
 
@@ -60,28 +62,10 @@ class Cassettes:
 def serve(cassettes: Cassettes) -> Iterator[str]:
     """The endpoint's base URL (``.../v1``) while the block runs."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: object) -> None:
-            pass
+    def answer(req: Request) -> Response:
+        prompt = next(m["content"] for m in reversed(req.body["messages"]) if m["role"] == "user")
+        text = cassettes.reply(prompt if isinstance(prompt, str) else json.dumps(prompt))
+        return text_completion(req, text, 1000, 200)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            prompt = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
-            text = cassettes.reply(prompt if isinstance(prompt, str) else json.dumps(prompt))
-            out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop"}],
-                   "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}}
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    finally:
-        srv.shutdown()
+    with endpoint.serve(answer) as url:
+        yield url + "/v1"

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _endpoint import serve as serve_endpoint
+from _endpoint import text_completion
 
 pytest.importorskip("openai")
 
@@ -173,32 +173,10 @@ class Proposals:
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[Proposals]]]:
     holder: list[Proposals] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            text = holder[-1].answer(body, self.path)
-            data = json.dumps({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                               "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                            "finish_reason": "stop"}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # the endpoint is reached through --base-url only
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/v1", holder
-    finally:
-        srv.shutdown()
+    with serve_endpoint(lambda req: text_completion(req, holder[-1].answer(req.body, req.path), 10, 5)) as url:
+        yield url + "/v1", holder
 
 
 @pytest.fixture

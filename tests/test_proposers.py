@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from _endpoint import Request, Response, completion
+from _endpoint import serve as serve_endpoint
 
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
@@ -86,60 +86,41 @@ def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
 def provider() -> Iterator[tuple[str, FakeModel]]:
     model = FakeModel()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: object) -> None:
-            pass
+    def answer(req: Request) -> Response:
+        msgs = req.body["messages"]
+        model.calls.append({"path": req.path, "headers": req.headers, "body": req.body})
+        anthropic = req.path.endswith("/v1/messages")
+        last = msgs[-1]
+        results = [c.get("content") for c in last["content"] if c.get("type") == "tool_result"] \
+            if isinstance(last.get("content"), list) else [last["content"]] if last.get("role") == "tool" else []
+        call = None
+        if results:  # a tool answer: record it, then ask again or answer the prompt that started the turn
+            model.tool_results += results
+            if len(model.tool_results) < len(model.tool_script):
+                call = model.tool_script[len(model.tool_results)]
+            prompt = next(m["content"] for m in msgs if m["role"] == "user" and isinstance(m["content"], str))
+            text = "" if call else model.reply(prompt)
+        elif req.body.get("tools") and model.tool_script and "## Current candidate" in str(last.get("content")):
+            call, text = model.tool_script[0], "Let me look up CuTe's TMA first."
+        else:
+            user = last["content"]
+            text = model.reply(user if isinstance(user, str) else json.dumps(user))
+        if anthropic:
+            content: list[dict] = [{"type": "text", "text": text}] if text else []
+            if call:
+                content.append({"type": "tool_use", "id": f"toolu_{len(model.calls)}", "name": call[0],
+                                "input": call[1]})
+            return Response({"id": "msg_1", "type": "message", "role": "assistant", "model": req.body["model"],
+                             "content": content, "stop_reason": "tool_use" if call else "end_turn",
+                             "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 50}})
+        message: dict = {"role": "assistant", "content": text or None}
+        if call:
+            message["tool_calls"] = [{"id": f"call_{len(model.calls)}", "type": "function",
+                                      "function": {"name": call[0], "arguments": json.dumps(call[1])}}]
+        return completion(req, message)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            msgs = body["messages"]
-            model.calls.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                "body": body})
-            anthropic = self.path.endswith("/v1/messages")
-            last = msgs[-1]
-            results = [c.get("content") for c in last["content"] if c.get("type") == "tool_result"] \
-                if isinstance(last.get("content"), list) else [last["content"]] if last.get("role") == "tool" else []
-            call = None
-            if results:  # a tool answer: record it, then ask again or answer the prompt that started the turn
-                model.tool_results += results
-                if len(model.tool_results) < len(model.tool_script):
-                    call = model.tool_script[len(model.tool_results)]
-                prompt = next(m["content"] for m in msgs if m["role"] == "user" and isinstance(m["content"], str))
-                text = "" if call else model.reply(prompt)
-            elif body.get("tools") and model.tool_script and "## Current candidate" in str(last.get("content")):
-                call, text = model.tool_script[0], "Let me look up CuTe's TMA first."
-            else:
-                user = last["content"]
-                text = model.reply(user if isinstance(user, str) else json.dumps(user))
-            if anthropic:
-                content: list[dict] = [{"type": "text", "text": text}] if text else []
-                if call:
-                    content.append({"type": "tool_use", "id": f"toolu_{len(model.calls)}", "name": call[0],
-                                    "input": call[1]})
-                out = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                       "content": content, "stop_reason": "tool_use" if call else "end_turn",
-                       "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 50}}
-            else:
-                message: dict = {"role": "assistant", "content": text or None}
-                if call:
-                    message["tool_calls"] = [{"id": f"call_{len(model.calls)}", "type": "function",
-                                              "function": {"name": call[0], "arguments": json.dumps(call[1])}}]
-                out = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
-                       "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", model
-    finally:
-        srv.shutdown()
+    with serve_endpoint(answer) as url:
+        yield url, model
 
 
 def test_code_extraction() -> None:

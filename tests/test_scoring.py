@@ -12,13 +12,14 @@ import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
+from _endpoint import Request, Response, text_completion
+from _endpoint import serve as serve_endpoint
 
 pytest.importorskip("openai")
 
@@ -127,37 +128,17 @@ class Model:
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Model]]:
     holder: list[Model] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: object) -> None:
-            pass
+    def answer(req: Request) -> Response:
+        status, text = holder[-1].answer(req.body["messages"][-1]["content"])
+        if status == 200:
+            return text_completion(req, text, 10, 5)
+        return Response({"error": {"message": "rate limited", "type": "rate_limit"}}, status,
+                        {"retry-after": "7"} if status == 429 else None)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            status, text = holder[-1].answer(body["messages"][-1]["content"])
-            if status != 200:
-                data = json.dumps({"error": {"message": "rate limited", "type": "rate_limit"}}).encode()
-            else:
-                data = json.dumps({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                "finish_reason": "stop"}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-                                  ).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            if status == 429:
-                self.send_header("retry-after", "7")
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{srv.server_address[1]}/v1")
-    try:
+    with serve_endpoint(answer) as url:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
         yield holder
-    finally:
-        srv.shutdown()
 
 
 def setup(tmp_path: Path, budget: int, **kw: Any) -> tuple[OptimizeConfig, list[FakePeer], Any]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _endpoint import Request, Response, completion
+from _endpoint import serve as serve_endpoint
 
 from kernelscope.agent.config import OptimizeConfig
 from kernelscope.agent.loop import optimize
@@ -75,33 +75,14 @@ def extract_last_code(text: str) -> str:
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
     model = Endpoint()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a: object) -> None:
-            pass
+    def answer(req: Request) -> Response:
+        status, message = model.answer(req.body)
+        return completion(req, message) if status == 200 else Response(message, status)
 
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            status, message = model.answer(body)
-            out = message if status != 200 else {
-                "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
-            data = json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{srv.server_address[1]}/v1")
-    try:
+    with serve_endpoint(answer) as url:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", url + "/v1")
         yield model
-    finally:
-        srv.shutdown()
 
 
 def check_calls_answered(rec: dict[str, Any]) -> None:

@@ -11,9 +11,9 @@ because a kernel replayed by Nsight Compute next to another process's kernels wo
 Per kernel case, ONE Nsight Compute run profiles every launch of both kernels with the union of what
 analyze's two stages can ask for: the light stage's metrics, and the sections and rule metrics of the
 deep stage for every class (so the replay does not depend on which class the light stage found, and
-survives a change of the classifier). It is written as ``deep.ncu-rep``; the replay uses it for both
+survives a change of the classifier). It is written as ``deep.ncu-rep.gz``; the replay uses it for both
 stages. A case that launches a kernel more than once (13: 256 launches) gets analyze's own split: a
-light run of every launch (metrics only) as ``light.ncu-rep``, and the deep run of each kernel's first
+light run of every launch (metrics only) as ``light.ncu-rep.gz``, and the deep run of each kernel's first
 launch. A system case is traced twice with kernelscope's CUPTI tracer (the program, then the program
 with ``fixed``): ``trace-bad/`` and ``trace-fixed/``. ``capture.json`` records each step's wall time.
 """
@@ -91,7 +91,8 @@ def ncu_run(exe: Path, report: Path, *, sections: list[str], metrics: list[str],
         if r.returncode != 0 or not re.search(r"^ok ", r.stdout, re.M):  # kept: the kernels ran, but say so
             print(f"warning: {report.parent.name}: exit {r.returncode}, the program did not print ok:\n"
                   f"{r.stdout[-1000:]}", file=sys.stderr)
-        shutil.copyfile(ws / "rep.ncu-rep", report)
+        # kept gzipped (a seventh of the size); mtime 0, so an unchanged report is an unchanged file
+        report.write_bytes(gzip.compress((ws / "rep.ncu-rep").read_bytes(), compresslevel=9, mtime=0))
     return round(took, 2)
 
 
@@ -122,7 +123,7 @@ def trace_run(exe: Path, dest: Path, args: list[str], timeout_s: float) -> float
 def capture(case: PlantedCase, exe: Path, out: Path, plan: tuple[list[str], list[str]], timeout_s: float) -> dict:
     """Phase 2 (GPU) for one case: its reports or traces under out/<case>/; the wall time of each step."""
     d = out / case.id
-    for stale in ("light.ncu-rep", "deep.ncu-rep"):
+    for stale in ("light.ncu-rep.gz", "deep.ncu-rep.gz"):
         (d / stale).unlink(missing_ok=True)
     if case.kind == "system":
         return {"trace_bad_s": trace_run(exe, d / "trace-bad", [], timeout_s),
@@ -133,11 +134,11 @@ def capture(case: PlantedCase, exe: Path, out: Path, plan: tuple[list[str], list
     times: dict[str, float] = {}
     kid = None
     if case.launches > 1:  # analyze's split: every launch light, the first launch of each kernel deep
-        times["light_s"] = ncu_run(exe, d / "light.ncu-rep", sections=[], metrics=list(STAGE1_METRICS),
+        times["light_s"] = ncu_run(exe, d / "light.ncu-rep.gz", sections=[], metrics=list(STAGE1_METRICS),
                                    kernel_id=None, import_source=False, timeout_s=timeout_s)
         names = "|".join(re.escape(k) for k in (case.kernel, case.fixed_kernel) if k)
         kid = f"::regex:^({names})$:1"
-    times["deep_s"] = ncu_run(exe, d / "deep.ncu-rep", sections=sections, metrics=metrics, kernel_id=kid,
+    times["deep_s"] = ncu_run(exe, d / "deep.ncu-rep.gz", sections=sections, metrics=metrics, kernel_id=kid,
                               import_source=True, timeout_s=timeout_s)
     return times
 

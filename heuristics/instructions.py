@@ -102,7 +102,7 @@ def _scalar_global_loads(k: KernelSassStats, run: Run) -> Iterable[Finding]:
 
 @rule("sass.fp64-in-kernel", family="instructions", scope="sass",
       description="FP64 math in a float kernel (promotions).",
-      explains=("compute.special-functions", "sass.mufu-heavy"))  # the F2F conversions the promotions add
+      explains=("compute.special-functions", "sass.mufu-heavy", "compute.issue-bound"))  # the conversions they add
 def _fp64_in_kernel(k: KernelSassStats, run: Run) -> Iterable[Finding]:
     """FP64 arithmetic next to float conversions or float math: usually an unintended promotion."""
     fp64, fp32 = k.fp64_instructions, _cls_count(k, "fp32")

@@ -94,13 +94,32 @@ def _mio_fixes(k: KernelProfile, sass: KernelSassStats | None) -> list[tuple[str
     return out
 
 
+# the unit a stall reason waits on, and the speed-of-light figure that says how busy it is: where that unit runs
+# near its peak, the wait is the unit's throughput limit (the class and the unit's own findings say so), not a
+# separate problem
+_WAITS_ON = {"long_scoreboard": "memory", "lg_throttle": "memory", "drain": "memory", "short_scoreboard": "memory",
+             "mio_throttle": "memory", "math_pipe_throttle": "compute"}
+
+
+def _unit_waited_on(k: KernelProfile, reason: str) -> tuple[str, float | None]:
+    """(the unit, its throughput in % of peak) for a stall reason that waits on one; ('', None) otherwise.
+    short_scoreboard and mio_throttle wait on the MIO units (shared memory, whose throughput the memory figure
+    includes); math_pipe_throttle on a compute pipe."""
+    unit = _WAITS_ON.get(reason)
+    if unit == "memory":
+        return "memory system", k.memory_throughput_pct
+    if unit == "compute":
+        return "busiest compute pipe", k.sm_throughput_pct
+    return "", None
+
+
 _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "dispatch_stall", "tex_throttle",
             "gmma"}
 
 
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
       description="One warp-stall reason accounts for most of the time warps spend not issuing.",
-      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_memory_pct": 80.0},
+      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_unit_pct": 80.0},
       context=("sass",))
 def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
@@ -117,9 +136,8 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     meaning, fixes = _MEANING[reason]
     if reason in ("mio_throttle", "short_scoreboard"):
         fixes = _mio_fixes(k, run.ctx.get("sass", {}).get(k.mangled_name))
-    mem = k.memory_throughput_pct
-    saturated = (reason in ("long_scoreboard", "lg_throttle") and mem is not None
-                 and mem >= run.th["saturated_memory_pct"])
+    unit, busy = _unit_waited_on(k, reason)
+    saturated = busy is not None and busy >= run.th["saturated_unit_pct"]
     sampled = (f"smsp__pcsamp_warps_issue_stalled_{reason}",)
     # drain samples sit on the exit: the stores it waits for are the lines that move global memory
     line = cost_line(k, GLOBAL_TRAFFIC, sampled) if reason == "drain" else cost_line(k, sampled)
@@ -129,8 +147,8 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
         topic=reason,
         diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
                    f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."
-                   + (f" Memory already runs at {mem:.0f}% of peak, so this wait is the bandwidth limit itself."
-                      if saturated else "")),
+                   + (f" The {unit} already runs at {busy:.0f}% of peak, so this wait is that unit's limit "
+                      "itself." if saturated else "")),
         evidence=[Evidence(metric=f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
                            value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),
                   Evidence(metric="stall_share_pct", value=round(share, 1), threshold=run.th["min_share_pct"], unit="%",

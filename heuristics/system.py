@@ -62,7 +62,8 @@ def _launch_overhead(s: TraceSummary, run: Run) -> Iterable[Finding]:
 
 @rule("system.copies-in-loop", family="system", scope="trace",
       description="Host-device copies between kernels, repeatedly: data goes back and forth in the hot loop.",
-      thresholds={"min_alternations": 4, "min_copy_share_pct": 5.0, "max_overlap_pct": 50.0}, context=('facts',))
+      thresholds={"min_alternations": 4, "min_copy_share_pct": 5.0, "max_overlap_pct": 50.0}, context=('facts',),
+      explains=("system.gpu-idle:copy",))
 def _copies_in_loop(s: TraceSummary, run: Run) -> Iterable[Finding]:
     facts = run.ctx["facts"]
     host = [c for c in s.copies if c.direction in ("HtoD", "DtoH")]
@@ -147,7 +148,7 @@ def _sync(s: TraceSummary, run: Run) -> Iterable[Finding]:
 
 @rule("system.gpu-idle", family="system", scope="trace",
       description="The GPU idles a large share of the region; the longest gaps and what the host did during them.",
-      thresholds={"min_idle_pct": 30.0}, context=('facts',))
+      thresholds={"min_idle_pct": 30.0, "explained_share_pct": 25.0}, context=('facts',))
 def _idle(s: TraceSummary, run: Run) -> Iterable[Finding]:
     if s.host_overhead_pct < run.th["min_idle_pct"] or not s.top_gaps:
         return
@@ -156,9 +157,16 @@ def _idle(s: TraceSummary, run: Run) -> Iterable[Finding]:
     what = ", ".join(f"{k} {_pct(v, s.region_ns):.0f}%" for k, v in causes[:4])
     g = s.top_gaps[0]
     largest = causes[0][0] if causes else "?"
+    # the CUDA activity (allocation, copies, ...) that takes the largest share of the idle time, where that share is
+    # substantial: the rule about that activity explains the idle time, even when one long stretch of host code
+    # (a readback's buffer, a CPU check at the end) is larger still
+    api = [(c, ns) for c, ns in causes if c not in ("host", "other")]
+    idle = sum(ns for _, ns in causes) or 1.0
+    topic = api[0][0] if api and api[0][1] / idle >= run.th["explained_share_pct"] / 100 else largest
     yield run.finding(
         severity="high" if s.host_overhead_pct >= 50 else "warning",
         title="The GPU is idle much of the time", impact=min(s.host_overhead_pct / 100, 1.0),
+        topic=topic,  # a rule about that activity explains the idle time
         diagnosis=(f"The GPU is idle {s.host_overhead_pct:.0f}% of the region ({_us(s.gpu_idle_ns)} of "
                    f"{_us(s.region_ns)}), in {s.gaps} gaps of at least {_us(s.gap_threshold_ns)}; idle time by host "
                    f"activity: {what}. The longest gap, {_us(g.duration_ns)} after {g.after or 'the start'}, is "
@@ -174,7 +182,8 @@ def _idle(s: TraceSummary, run: Run) -> Iterable[Finding]:
 
 @rule("system.allocation-churn", family="system", scope="trace",
       description="Memory is allocated and freed inside the measured region (cudaMalloc/cudaFree in the loop).",
-      thresholds={"min_calls": 8, "min_share_pct": 2.0}, context=('facts',))
+      thresholds={"min_calls": 8, "min_share_pct": 2.0}, context=('facts',),
+      explains=("system.gpu-idle:alloc",))  # the gaps spent mostly in allocation calls are this finding's
 def _alloc(s: TraceSummary, run: Run) -> Iterable[Finding]:
     facts = run.ctx["facts"]
     share = _pct(facts.alloc_ns, s.region_ns)

@@ -44,7 +44,7 @@ __constant__ float c_mu[COMP], c_k[COMP], c_w[COMP];  // means, -1 / (2 sigma^2)
 
 __device__ __forceinline__ float loglik(float v) {
     float p = 0.0f;
-    for (int c = 0; c < COMP; ++c) { float d = v - c_mu[c]; p = fmaf(c_w[c], exp2f(c_k[c] * d * d), p); }
+    for (int c = 0; c < COMP; ++c) { float d = v - c_mu[c]; p = fmaf(c_w[c], exp2f(c_k[c] * d * d), p); }  // PLANTED
     return __logf(p);
 }
 

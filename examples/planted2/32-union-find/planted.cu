@@ -1,5 +1,5 @@
 // 32-union-find. Planted: dependent loads. Connected-component labels over 32-pixel tiles: a union-find
-// forest of 2M tiles (8 MB parent array, resident in the 50 MB L2) made of 16-tile chains scattered at
+// forest of 2M tiles (8 MB parent array, resident in the 50 MB L2) made of 32-tile chains scattered at
 // random; every pixel (64M) gets its tile's root. A warp's 32 lanes are one tile's pixels, so each hop is
 // one broadcast sector, and its address is the previous hop's value: one L2 round trip after another,
 // with the L2 and DRAM far from busy.
@@ -38,7 +38,7 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
 #define TILE 32
 #define TILES (2u << 20)
 #define N (TILES * TILE)
-#define CHAIN 16
+#define CHAIN 32
 #define WAYS 8
 #define THREADS 256
 

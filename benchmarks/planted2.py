@@ -31,6 +31,7 @@ SUITE = REPO / "examples" / "planted2"
 FIXTURES = REPO / "tests" / "fixtures" / "planted2"
 SPLIT_FILE = SUITE / "split.json"
 WARNING_OR_WORSE = {"warning", "high", "critical"}
+CONFIRM_SPEEDUP = 1.2  # the fixed twin must be at least this much faster, or the plant is unconfirmed
 SPLIT_RULE = ("Strata are the cases' families (the expected rule's family; 'healthy' and 'system' are their "
               "own). Within a stratum the cases are ordered by the SHA-256 of their id; the first ceil(n/3) "
               "go to validation, the rest to dev. A stratum of one case stays in dev.")
@@ -132,6 +133,8 @@ class Score(BaseModel):
     also_ok: bool = True
     must_not_ok: bool = True
     twin_ok: bool | None = None
+    twin_speedup: float | None = None  # measured, no rule involved: planted total time / the twin's
+    confirmed: bool | None = None  # twin_speedup >= CONFIRM_SPEEDUP; None: no twin measured (healthy, system)
     misses: list[str] = Field(default_factory=list)
 
     @property
@@ -203,14 +206,40 @@ def load_gzipped_report(path: Path) -> Any:
         return load_profile(rep)
 
 
-def replay_kernels(d: Path) -> dict[str, Any]:
-    """The kernels' diagnoses from a case's recorded reports, through the code analyze runs.
-    ``light.ncu-rep.gz`` is absent where the deep capture (every launch) also carries the light metrics."""
+def load_reports(d: Path) -> tuple[Any, Any]:
+    """A case's recorded (light, deep) reports. ``light.ncu-rep.gz`` is absent where the deep capture (every
+    launch) also carries the light metrics; then the deep report is both. A report kept plain (``.ncu-rep``,
+    as the first suite's are) is read as it is."""
+    def one(stage: str) -> Any:
+        plain = d / f"{stage}.ncu-rep"
+        if plain.is_file() and not (d / f"{stage}.ncu-rep.gz").is_file():
+            from kernelscope.measure.ncu import load_profile
+            return load_profile(plain)
+        return load_gzipped_report(d / f"{stage}.ncu-rep.gz")
+    deep = one("deep")
+    has_light = (d / "light.ncu-rep.gz").is_file() or (d / "light.ncu-rep").is_file()
+    return (one("light") if has_light else deep), deep
+
+
+def twin_speedup(case: PlantedCase, light: Any) -> float | None:
+    """How much faster the fixed twin ran than the kernel under test, from the measured durations alone (no
+    rule output): ``launches`` x the planted kernel's mean gpu__time_duration over the twin's total, both
+    read from the report that holds every launch (the light one). None when either was not measured."""
+    def durations(name: str | None) -> list[float]:
+        return [k.duration_ns for k in light.kernels if k.mangled_name == name and k.duration_ns]
+    bad, fixed = durations(case.kernel), durations(case.fixed_kernel)
+    if not bad or not fixed:
+        return None
+    return case.launches * (sum(bad) / len(bad)) / sum(fixed)
+
+
+def replay_kernels(d: Path, reports: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The kernels' diagnoses from a case's recorded reports (:func:`load_reports`), through the code analyze
+    runs."""
     from kernelscope.heuristics.pipeline import diagnose_stages
     from kernelscope.models import CompileResult, SassResult
 
-    deep = load_gzipped_report(d / "deep.ncu-rep.gz")
-    light = load_gzipped_report(d / "light.ncu-rep.gz") if (d / "light.ncu-rep.gz").is_file() else deep
+    light, deep = reports or load_reports(d)
     comp = CompileResult.model_validate_json((d / "compile.json").read_text())
     sass = SassResult.model_validate_json((d / "sass.json").read_text())
     diags, _ = diagnose_stages(light, deep, deep_kernels=4, sass=sass.kernels, ptxas=comp.kernels)
@@ -229,15 +258,19 @@ def score_case(case: PlantedCase, part: Part, root: Path = FIXTURES) -> Score:
     d = root / case.id
     if case.kind == "system":
         return score_findings(case, part, None, replay_system(d / "trace-bad"), replay_system(d / "trace-fixed"))
-    kernels = replay_kernels(d)
+    reports = load_reports(d)
+    kernels = replay_kernels(d, reports)
+    speedup = twin_speedup(case, reports[0]) if case.fixed_kernel else None
+    measured = {"twin_speedup": speedup, "confirmed": None if speedup is None else speedup >= CONFIRM_SPEEDUP}
     k = kernels.get(case.kernel)
     if k is None:
-        s = Score(case=case.id, part=part, kind=case.kind)
+        s = Score(case=case.id, part=part, kind=case.kind, **measured)
         s.misses.append(f"kernel {case.kernel} not among the diagnosed ({', '.join(kernels)})")
         return s
     twin = kernels.get(case.fixed_kernel) if case.fixed_kernel else None
     s = score_findings(case, part, k.bottleneck.cls, list(k.findings),
                        list(twin.findings) if twin is not None else None)
+    s.twin_speedup, s.confirmed = measured["twin_speedup"], measured["confirmed"]
     if case.fixed_kernel and twin is None:
         s.twin_ok = False
         s.misses.append(f"fixed twin {case.fixed_kernel} not diagnosed")
@@ -258,7 +291,9 @@ def summary(scores: list[Score]) -> dict[str, Any]:
             "line": frac([s.line_ok for s in scores]),
             "healthy_silent": frac([s.top_ok for s in scores if s.kind == "healthy"]),
             "twin": frac([s.twin_ok for s in scores]),
-            "all": frac([s.all_ok for s in scores])}
+            "all": frac([s.all_ok for s in scores]),
+            "confirmed": frac([s.confirmed for s in scores]),
+            "unconfirmed": [s.case for s in scores if s.confirmed is False]}
 
 
 def render(scores: list[Score]) -> str:
@@ -271,12 +306,22 @@ def render(scores: list[Score]) -> str:
         if not rows:
             continue
         out.append(f"\n## {part} ({len(rows)} cases)\n")
-        out.append(table(["case", "class", "top finding", "class", "top", "line", "misses"],
+        out.append(table(["case", "class", "top finding", "class", "top", "line", "twin x", "misses"],
                          [[s.case, s.cls or "-", s.top or "-", _mark(s.class_ok), _mark(s.top_ok), _mark(s.line_ok),
-                           "; ".join(s.misses)[:160] or "-"] for s in rows]))
+                           _twin(s), "; ".join(s.misses)[:160] or "-"] for s in rows]))
         sm = summary(rows)
-        out.append("\n" + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sm.items() if isinstance(v, list)))
+        out.append("\n" + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sm.items()
+                                    if isinstance(v, list) and k != "unconfirmed"))
+        if sm["unconfirmed"]:
+            out.append(f"unconfirmed (twin not {CONFIRM_SPEEDUP}x faster; still scored): "
+                       + ", ".join(sm["unconfirmed"]))
     return "\n".join(out)
+
+
+def _twin(s: Score) -> str:
+    if s.twin_speedup is None:
+        return "-"
+    return f"{s.twin_speedup:.2f}" + ("" if s.confirmed else " unconfirmed")
 
 
 def _mark(v: bool | None) -> str:

@@ -1,7 +1,11 @@
-// 09-ragged-segments. Planted: achieved occupancy far below theoretical. A segmented sum with one warp
-// per segment, where the first warp of every block gets a segment 8x longer than the other seven: a
-// block stays resident until its long warp finishes, so most of the time only 1 warp of its 8 runs.
-// Fixed twin: one warp per 1024-element chunk (long segments split into 8), one atomicAdd per chunk.
+// 09-ragged-segments. Planted: achieved occupancy far below theoretical. A segmented sum of a per-element
+// feature (a 64-step FMA recurrence) with one warp per segment and 32 segments per 1024-thread block,
+// where the first segment of every block is 16x longer than the other 31: a block stays resident until its
+// long warp finishes, so for most of the kernel each SM runs 2 warps of the 64 it could hold. Each warp's
+// loop is one dependent chain (the element's load, then 64 dependent FMAs), so a lone warp leaves the SM
+// idle: time is set by how many warps are resident, not by DRAM or the issue slots.
+// Fixed twin: one warp per 256-element chunk (long segments split into 16), one atomicAdd per chunk, 256
+// threads per block: all 64 warp slots busy until the end.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,20 +36,32 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define SEGS 32768
-#define SHORT 1024
-#define LONG (8 * SHORT)
-#define THREADS 256   // 8 warps: 8 segments per block
+#define SEGS_PER_BLOCK 32
+#define BLOCKS (132 * 26)
+#define SEGS (BLOCKS * SEGS_PER_BLOCK)
+#define SHORT 256
+#define LONG (16 * SHORT)
+#define THREADS (SEGS_PER_BLOCK * 32)   // one warp per segment
+#define TWIN_THREADS 256
 
-__host__ __device__ inline unsigned seg_len(unsigned s) { return s % 8 == 0 ? LONG : SHORT; }
-__host__ __device__ inline size_t seg_start(unsigned s) { return (size_t)(s / 8) * (LONG + 7 * SHORT) +
-                                                                  (s % 8 == 0 ? 0 : LONG + (s % 8 - 1) * SHORT); }
+__host__ __device__ inline unsigned seg_len(unsigned s) { return s % SEGS_PER_BLOCK == 0 ? LONG : SHORT; }
+__host__ __device__ inline size_t seg_start(unsigned s) {
+    unsigned b = s / SEGS_PER_BLOCK, k = s % SEGS_PER_BLOCK;
+    return (size_t)b * (LONG + (SEGS_PER_BLOCK - 1) * SHORT) + (k == 0 ? 0 : LONG + (k - 1) * SHORT);
+}
+
+__device__ __forceinline__ float feature(float v) {  // a 64-step recurrence: one dependent chain
+#pragma unroll
+    for (int k = 0; k < 64; ++k) v = fmaf(v, 0.99f, 0.004f);
+    return v;
+}
 
 extern "C" __global__ void segsum_warp_per_segment(const float* __restrict__ x, float* __restrict__ out) {
     unsigned s = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
     const float* p = x + seg_start(s);
     float acc = 0.0f;
-    for (unsigned i = lane; i < seg_len(s); i += 32) acc += p[i];  // PLANTED
+#pragma unroll 1
+    for (unsigned i = lane; i < seg_len(s); i += 32) acc += feature(p[i]);  // PLANTED
     for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0) out[s] = acc;
 }
@@ -57,7 +73,8 @@ extern "C" __global__ void segsum_warp_per_chunk(const float* __restrict__ x, co
     if (c >= chunks) return;
     const float* p = x + chunk_off[c];
     float acc = 0.0f;
-    for (unsigned i = lane; i < SHORT; i += 32) acc += p[i];
+#pragma unroll 1
+    for (unsigned i = lane; i < SHORT; i += 32) acc += feature(p[i]);
     for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane == 0) atomicAdd(&out[chunk_seg[c]], acc);
 }
@@ -71,8 +88,9 @@ int main() {
         for (unsigned o = 0; o < seg_len(s); o += SHORT) { cseg.push_back(s); coff.push_back(seg_start(s) + o); }
     float *dx = dcopy(hx), *dbad = dnew<float>(SEGS), *dfix = dnew<float>(SEGS);
     unsigned *dseg = dcopy(cseg), *doff = dcopy(coff), chunks = cseg.size();
-    LAUNCH(segsum_warp_per_segment, SEGS * 32 / THREADS, THREADS, dx, dbad);
-    LAUNCH(segsum_warp_per_chunk, (chunks * 32 + THREADS - 1) / THREADS, THREADS, dx, dseg, doff, chunks, dfix);
+    LAUNCH(segsum_warp_per_segment, BLOCKS, THREADS, dx, dbad);
+    LAUNCH(segsum_warp_per_chunk, (chunks * 32 + TWIN_THREADS - 1) / TWIN_THREADS, TWIN_THREADS, dx, dseg, doff, chunks,
+           dfix);
     CK(cudaDeviceSynchronize());
     return verdict("09-ragged-segments", hcopy(dbad, SEGS), hcopy(dfix, SEGS), 1e-4);
 }

@@ -1,7 +1,9 @@
-// 21-binary-search. Planted: dependent loads. 4M queries, each a binary search over 64M sorted keys
-// (256 MB): every probe address depends on the previous probe's key, so each thread has one load in
-// flight through 26 steps, and neither DRAM bandwidth nor the SMs are anywhere near busy.
-// Fixed twin: each thread advances 4 independent searches in lockstep (same probes, 4 loads in flight).
+// 21-binary-search. Planted: dependent loads. 32M sorted queries (a searchsorted), each a binary search
+// over 4M sorted keys (16 MB, resident in the 50 MB L2): every probe address depends on the previous
+// probe's key, so each warp has one load in flight through 22 steps. The queries are sorted, so the 32
+// lanes of a warp probe the same or neighbouring keys (one or two sectors a request): the L2 is far from
+// busy, DRAM only streams the queries and results, and warps wait on one L2 round trip after another.
+// Fixed twin: each thread advances 8 independent searches in lockstep (same probes, 8 loads in flight).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,9 +34,10 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define LOG2KEYS 26
+#define LOG2KEYS 22
 #define KEYS (1u << LOG2KEYS)
-#define Q (4u << 20)
+#define Q (32u << 20)
+#define WAYS 8
 #define THREADS 256
 
 extern "C" __global__ void search_one(const unsigned* __restrict__ keys, const unsigned* __restrict__ q,
@@ -45,26 +48,30 @@ extern "C" __global__ void search_one(const unsigned* __restrict__ keys, const u
     out[i] = lo;
 }
 
-extern "C" __global__ void search_four(const unsigned* __restrict__ keys, const unsigned* __restrict__ q,
-                                       unsigned* __restrict__ out) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v[4], lo[4] = {0, 0, 0, 0};
-    for (int j = 0; j < 4; ++j) v[j] = q[i + j * (Q / 4)];
+extern "C" __global__ void search_eight(const unsigned* __restrict__ keys, const unsigned* __restrict__ q,
+                                        unsigned* __restrict__ out) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, v[WAYS], lo[WAYS];
+#pragma unroll
+    for (int j = 0; j < WAYS; ++j) { v[j] = q[i + j * (Q / WAYS)]; lo[j] = 0; }
     for (unsigned step = KEYS / 2; step > 0; step /= 2) {
-        unsigned k[4];
-        for (int j = 0; j < 4; ++j) k[j] = keys[lo[j] + step - 1];
-        for (int j = 0; j < 4; ++j) lo[j] += k[j] < v[j] ? step : 0;
+        unsigned k[WAYS];
+#pragma unroll
+        for (int j = 0; j < WAYS; ++j) k[j] = keys[lo[j] + step - 1];
+#pragma unroll
+        for (int j = 0; j < WAYS; ++j) lo[j] += k[j] < v[j] ? step : 0;
     }
-    for (int j = 0; j < 4; ++j) out[i + j * (Q / 4)] = lo[j];
+#pragma unroll
+    for (int j = 0; j < WAYS; ++j) out[i + j * (Q / WAYS)] = lo[j];
 }
 
 int main() {
     std::vector<unsigned> hk(KEYS), hq(Q);
     unsigned acc = 0;
     for (auto& v : hk) { acc += 1 + urand() % 64; v = acc; }
-    for (auto& v : hq) v = urand() % acc;
+    for (size_t i = 0; i < Q; ++i) hq[i] = (unsigned)((unsigned long long)i * acc / Q) + urand() % 8;  // sorted-ish
     unsigned *dk = dcopy(hk), *dq = dcopy(hq), *dbad = dnew<unsigned>(Q), *dfix = dnew<unsigned>(Q);
     LAUNCH(search_one, Q / THREADS, THREADS, dk, dq, dbad);
-    LAUNCH(search_four, Q / 4 / THREADS, THREADS, dk, dq, dfix);
+    LAUNCH(search_eight, Q / WAYS / THREADS, THREADS, dk, dq, dfix);
     CK(cudaDeviceSynchronize());
     std::vector<unsigned> rb = hcopy(dbad, Q), rf = hcopy(dfix, Q);
     return verdict("21-binary-search", std::vector<float>(rb.begin(), rb.end()),

@@ -1,7 +1,10 @@
-// 22-layernorm-double-accum. Planted: FP64 in a float kernel. A warp-per-row layer norm (32K rows x
-// 1024 floats, 16-byte loads) that accumulates the sum and the sum of squares in double: every
-// element is converted to double and added on the FP64 pipe, and the shuffles move 64-bit values.
-// Fixed twin: float accumulators (the row's 1024 values are well within float's range and precision).
+// 22-layernorm-double-accum. Planted: FP64 in a float kernel. A warp-per-row layer norm fused with an
+// exact GELU over fp16 activations (64K rows x 1024 halves, 16-byte loads and stores), written the
+// reference way in double: the sum and the sum of squares accumulate in double, and each output is
+// (x - mean) / std followed by 0.5 z (1 + erf(z / sqrt 2)), all in double. erf in double is about 45 FP64
+// instructions and the division about 10 more: ~60 FP64 operations per element against 4 bytes of DRAM
+// traffic, so the FP64 pipe (64 per clock per SM, half the FP32 rate) and not DRAM limits the kernel.
+// Fixed twin: the same computation in float (erff, float division): memory-bound.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,50 +35,86 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define ROWS (32u << 10)
+#include <cuda_fp16.h>
+#define ROWS (64u << 10)
 #define COLS 1024
 #define THREADS 256
-#define PER (COLS / 32 / 4)   // float4 per lane
+#define PER (COLS / 32 / 8)   // 16-byte vectors (8 halves) per lane
 
-extern "C" __global__ void layernorm_double(const float4* __restrict__ x, float4* __restrict__ y) {
-    unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    float4 v[PER];
-    double s = 0.0, q = 0.0;
-    for (int j = 0; j < PER; ++j) {
-        v[j] = x[(size_t)r * (COLS / 4) + j * 32 + lane];
-        s += (double)v[j].x + v[j].y + v[j].z + v[j].w;  // PLANTED
-        q += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y + (double)v[j].z * v[j].z + (double)v[j].w * v[j].w;
-    }
-    for (int o = 16; o > 0; o /= 2) { s += __shfl_xor_sync(0xffffffffu, s, o); q += __shfl_xor_sync(0xffffffffu, q, o); }
-    float mean = (float)(s / COLS), rstd = rsqrtf((float)(q / COLS) - mean * mean + 1e-5f);
-    for (int j = 0; j < PER; ++j)
-        y[(size_t)r * (COLS / 4) + j * 32 + lane] = make_float4((v[j].x - mean) * rstd, (v[j].y - mean) * rstd,
-                                                                (v[j].z - mean) * rstd, (v[j].w - mean) * rstd);
+__device__ __forceinline__ void unpack(uint4 u, float* f) {
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    for (int i = 0; i < 4; ++i) { float2 t = __half22float2(h[i]); f[2 * i] = t.x; f[2 * i + 1] = t.y; }
+}
+__device__ __forceinline__ uint4 pack(const float* f) {
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
+    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    return u;
 }
 
-extern "C" __global__ void layernorm_float(const float4* __restrict__ x, float4* __restrict__ y) {
+__device__ __forceinline__ float gelu_d(float x, double mean, double sd) {
+    double z = ((double)x - mean) / sd;  // PLANTED
+    return (float)(0.5 * z * (1.0 + erf(z * 0.7071067811865476)));  // PLANTED
+}
+
+extern "C" __global__ void layernorm_double(const uint4* __restrict__ x, uint4* __restrict__ y) {
     unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    float4 v[PER];
-    float s = 0.0f, q = 0.0f;
+    double s = 0.0, q = 0.0;
     for (int j = 0; j < PER; ++j) {
-        v[j] = x[(size_t)r * (COLS / 4) + j * 32 + lane];
-        s += v[j].x + v[j].y + v[j].z + v[j].w;
-        q += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        float f[8];
+        unpack(x[(size_t)r * (COLS / 8) + j * 32 + lane], f);
+        for (int i = 0; i < 8; ++i) {
+            s += (double)f[i];  // PLANTED
+            q += (double)f[i] * f[i];
+        }
     }
     for (int o = 16; o > 0; o /= 2) { s += __shfl_xor_sync(0xffffffffu, s, o); q += __shfl_xor_sync(0xffffffffu, q, o); }
-    float mean = s / COLS, rstd = rsqrtf(q / COLS - mean * mean + 1e-5f);
-    for (int j = 0; j < PER; ++j)
-        y[(size_t)r * (COLS / 4) + j * 32 + lane] = make_float4((v[j].x - mean) * rstd, (v[j].y - mean) * rstd,
-                                                                (v[j].z - mean) * rstd, (v[j].w - mean) * rstd);
+    double mean = s / COLS, sd = sqrt(q / COLS - mean * mean + 1e-5);
+    for (int j = 0; j < PER; ++j) {  // second pass: the row again (L1/L2 hits), fewer live registers
+        float f[8];
+        unpack(x[(size_t)r * (COLS / 8) + j * 32 + lane], f);
+        for (int i = 0; i < 8; ++i) f[i] = gelu_d(f[i], mean, sd);
+        y[(size_t)r * (COLS / 8) + j * 32 + lane] = pack(f);
+    }
+}
+
+__device__ __forceinline__ float gelu_f(float x, float mean, float sd) {
+    float z = (x - mean) / sd;
+    return 0.5f * z * (1.0f + erff(z * 0.70710678f));
+}
+
+extern "C" __global__ void layernorm_float(const uint4* __restrict__ x, uint4* __restrict__ y) {
+    unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    float s = 0.0f, q = 0.0f;
+    for (int j = 0; j < PER; ++j) {
+        float f[8];
+        unpack(x[(size_t)r * (COLS / 8) + j * 32 + lane], f);
+        for (int i = 0; i < 8; ++i) { s += f[i]; q += f[i] * f[i]; }
+    }
+    for (int o = 16; o > 0; o /= 2) { s += __shfl_xor_sync(0xffffffffu, s, o); q += __shfl_xor_sync(0xffffffffu, q, o); }
+    float mean = s / COLS, sd = sqrtf(q / COLS - mean * mean + 1e-5f);
+    for (int j = 0; j < PER; ++j) {  // second pass: the row again (L1/L2 hits), fewer live registers
+        float f[8];
+        unpack(x[(size_t)r * (COLS / 8) + j * 32 + lane], f);
+        for (int i = 0; i < 8; ++i) f[i] = gelu_f(f[i], mean, sd);
+        y[(size_t)r * (COLS / 8) + j * 32 + lane] = pack(f);
+    }
+}
+
+static std::vector<float> to_float(const std::vector<__half>& h) {
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i) f[i] = __half2float(h[i]);
+    return f;
 }
 
 int main() {
     size_t n = (size_t)ROWS * COLS;
-    std::vector<float> hx(n);
-    for (auto& v : hx) v = frand();
-    float *dx = dcopy(hx), *dbad = dnew<float>(n), *dfix = dnew<float>(n);
-    LAUNCH(layernorm_double, ROWS * 32 / THREADS, THREADS, (const float4*)dx, (float4*)dbad);
-    LAUNCH(layernorm_float, ROWS * 32 / THREADS, THREADS, (const float4*)dx, (float4*)dfix);
+    std::vector<__half> hx(n);
+    for (auto& v : hx) v = __float2half(frand());
+    __half *dx = dcopy(hx), *dbad = dnew<__half>(n), *dfix = dnew<__half>(n);
+    LAUNCH(layernorm_double, ROWS * 32 / THREADS, THREADS, (const uint4*)dx, (uint4*)dbad);
+    LAUNCH(layernorm_float, ROWS * 32 / THREADS, THREADS, (const uint4*)dx, (uint4*)dfix);
     CK(cudaDeviceSynchronize());
-    return verdict("22-layernorm-double-accum", hcopy(dbad, n), hcopy(dfix, n), 1e-3);
+    // both round to half at the end: allow two half ulps
+    return verdict("22-layernorm-double-accum", to_float(hcopy(dbad, n)), to_float(hcopy(dfix, n)), 2e-3);
 }

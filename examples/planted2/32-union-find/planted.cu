@@ -1,7 +1,10 @@
-// 32-union-find. Planted: dependent loads. Finding the root of each of 16M elements in a forest of
-// 16-element chains scattered at random through a 64 MB parent array: every hop's address is the
-// previous hop's value, one DRAM access in flight per thread.
-// Fixed twin: each thread follows 4 elements' chains in lockstep (4 independent loads in flight).
+// 32-union-find. Planted: dependent loads. Connected-component labels over 32-pixel tiles: a union-find
+// forest of 2M tiles (8 MB parent array, resident in the 50 MB L2) made of 32-tile chains scattered at
+// random; every pixel (64M) gets its tile's root. A warp's 32 lanes are one tile's pixels, so each hop is
+// one broadcast sector, and its address is the previous hop's value: one L2 round trip after another,
+// with the L2 and DRAM far from busy.
+// Fixed twin: each thread labels pixels of 8 tiles and follows their 8 chains in lockstep (8 independent
+// loads in flight per warp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,37 +35,44 @@ static int verdict(const char* name, const std::vector<float>& a, const std::vec
     printf("%s %s bad=%.6g fixed=%.6g max_rel_err=%.3g\n", ok ? "ok" : "MISMATCH", name, sa, sb, worst);
     return ok ? 0 : 1;
 }
-#define N (16u << 20)
-#define CHAIN 16
+#define TILE 32
+#define TILES (2u << 20)
+#define N (TILES * TILE)
+#define CHAIN 32
+#define WAYS 8
 #define THREADS 256
 
-extern "C" __global__ void find_root_one(const unsigned* __restrict__ parent, unsigned* __restrict__ root) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, x = i, p;
+extern "C" __global__ void find_root_one(const unsigned* __restrict__ parent, unsigned* __restrict__ label) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, x = i / TILE, p;
     while ((p = parent[x]) != x) x = p;  // PLANTED
-    root[i] = x;
+    label[i] = x;
 }
 
-extern "C" __global__ void find_root_four(const unsigned* __restrict__ parent, unsigned* __restrict__ root) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, x[4];
-    for (int j = 0; j < 4; ++j) x[j] = i + j * (N / 4);
+extern "C" __global__ void find_root_eight(const unsigned* __restrict__ parent, unsigned* __restrict__ label) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, x[WAYS];
+#pragma unroll
+    for (int j = 0; j < WAYS; ++j) x[j] = (i + j * (N / WAYS)) / TILE;
     for (bool moved = true; moved;) {
-        unsigned p[4];
-        for (int j = 0; j < 4; ++j) p[j] = parent[x[j]];
+        unsigned p[WAYS];
+#pragma unroll
+        for (int j = 0; j < WAYS; ++j) p[j] = parent[x[j]];
         moved = false;
-        for (int j = 0; j < 4; ++j) { moved |= p[j] != x[j]; x[j] = p[j]; }
+#pragma unroll
+        for (int j = 0; j < WAYS; ++j) { moved |= p[j] != x[j]; x[j] = p[j]; }
     }
-    for (int j = 0; j < 4; ++j) root[i + j * (N / 4)] = x[j];
+#pragma unroll
+    for (int j = 0; j < WAYS; ++j) label[i + j * (N / WAYS)] = x[j];
 }
 
 int main() {
-    std::vector<unsigned> perm(N), parent(N);
-    for (unsigned i = 0; i < N; ++i) perm[i] = i;
-    for (unsigned i = N - 1; i > 0; --i) { unsigned j = urand() % (i + 1); unsigned t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
-    for (unsigned g = 0; g < N; g += CHAIN)
+    std::vector<unsigned> perm(TILES), parent(TILES);
+    for (unsigned i = 0; i < TILES; ++i) perm[i] = i;
+    for (unsigned i = TILES - 1; i > 0; --i) { unsigned j = urand() % (i + 1); unsigned t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (unsigned g = 0; g < TILES; g += CHAIN)
         for (unsigned k = 0; k < CHAIN; ++k) parent[perm[g + k]] = perm[g + (k + 1 < CHAIN ? k + 1 : k)];
     unsigned *dp = dcopy(parent), *dbad = dnew<unsigned>(N), *dfix = dnew<unsigned>(N);
     LAUNCH(find_root_one, N / THREADS, THREADS, dp, dbad);
-    LAUNCH(find_root_four, N / 4 / THREADS, THREADS, dp, dfix);
+    LAUNCH(find_root_eight, N / WAYS / THREADS, THREADS, dp, dfix);
     CK(cudaDeviceSynchronize());
     std::vector<unsigned> rb = hcopy(dbad, N), rf = hcopy(dfix, N);
     return verdict("32-union-find", std::vector<float>(rb.begin(), rb.end()),

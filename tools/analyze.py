@@ -323,7 +323,8 @@ def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
     if a.prep.artifact_id is not None:
         texts = _source_texts(a.prep.artifact_id)
     else:  # an eval candidate: the sources its extensions compiled (load_inline writes them in its build folder)
-        texts = line_texts(run.got, [a.ws, *(Path(a.env[k]) for k in ("TORCH_EXTENSIONS_DIR",) if a.env.get(k))])
+        ext = a.env.get("TORCH_EXTENSIONS_DIR")
+        texts = line_texts(run.got, [a.ws, *([Path(ext)] if ext else [])])
     return collected_profile(run.got, resources, report="light and deep (CUPTI collector)", texts=texts)
 
 

@@ -76,12 +76,14 @@ def timed(fn: Any, runs: int) -> tuple[float, Any]:
 
 
 def one(case: Case, runs: int) -> dict[str, Any]:
+    from kernelscope.agent.search.knobs import apply_knobs, default_config, parse_knobs
     from kernelscope.models.requests import AnalyzeRequest, EvalRequest, ProfileRequest
     from kernelscope.tools.analyze import analyze
     from kernelscope.tools.ncu_profile import ncu_profile
     from kernelscope.tools.run import eval_candidate
 
-    target = {"reference_path": str(case.reference), "candidate_path": str(case.candidate)}
+    src = case.candidate.read_text()  # the knob-annotated examples at their first values, as the agent starts
+    target = {"reference_path": str(case.reference), "candidate": apply_knobs(src, default_config(parse_knobs(src)))}
     t_run, ev = timed(lambda: eval_candidate(EvalRequest(**target, timeout_s=900)), 1)
     t_an, an = timed(lambda: analyze(AnalyzeRequest(**target, timeout_s=600)), runs)
     t_ncu, nc = timed(lambda: analyze(AnalyzeRequest(**target, timeout_s=600, light="ncu")), runs)

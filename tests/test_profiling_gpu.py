@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.agent.search.knobs import apply_knobs, default_config, parse_knobs
 from kernelscope.models.requests import AnalyzeRequest, CompileRequest, ProfileRequest
 from kernelscope.tools.analyze import analyze
 from kernelscope.tools.classify import classify_report
@@ -113,7 +114,9 @@ def test_analyze_eval_mode_measures_the_candidate_in_its_own_run(reference: Path
     """An eval candidate's two stages come from the CUPTI collector in the harness' own run, gated on its profiler
     range: no Nsight Compute process, the candidate's own kernel diagnosed, and none of the harness' (inputs,
     poisoned outputs, comparison) or the reference's kernels among the kernels."""
-    res = analyze(AnalyzeRequest(reference_path=str(reference), candidate_path=str(candidate), timeout_s=600))
+    src = candidate.read_text()
+    src = apply_knobs(src, default_config(parse_knobs(src)))  # the knob-annotated examples: their first values
+    res = analyze(AnalyzeRequest(reference_path=str(reference), candidate=src, timeout_s=600))
     assert res.status == "ok", (res.explanation, res.stages, res.notes)
     measured = [(s.name, s.tool) for s in res.stages if s.name != "trace"]
     assert measured == [("light", "cupti"), ("deep", "cupti"), ("rules", None)], (measured, res.notes)

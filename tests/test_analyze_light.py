@@ -283,3 +283,19 @@ def test_an_eval_candidates_hot_lines_get_their_code_from_its_own_files_only(mon
     line = int(rest.split()[0])
     assert path.endswith("/ext/planted.cu") and f"`{code[line - 1].strip()}`" in first
     assert by["full_scale_bias"].hot_lines and all("`" not in h for h in by["full_scale_bias"].hot_lines)
+
+
+def test_line_texts_reads_relative_names_inside_the_roots_and_nothing_too_large(tmp_path: Path) -> None:
+    got = load_collected(FIX / "collector" / f"{CASE}.jsonl")
+    planted = REPO / "examples" / "planted" / CASE / "planted.cu"
+    size = planted.stat().st_size
+    root = tmp_path / "ext"
+    root.mkdir()
+    shutil.copyfile(planted, root / "planted.cu")
+    (root / "big.cu").write_text("x" * (size + 1))
+    names = ["planted.cu", "big.cu", "../ext/planted.cu", "/etc/hostname"]
+    got.sources = [src.model_copy(update={"pcs": [pc.model_copy(update={"file": name}) for pc in src.pcs]})
+                   for name, src in zip(names, (got.sources * 4)[:4], strict=True)]
+    texts = profiling.line_texts(got, [root], max_bytes=size)
+    assert set(texts) == {"planted.cu", "../ext/planted.cu"}  # big.cu is over the limit; /etc is outside
+    assert texts["planted.cu"] == planted.read_text().splitlines()

@@ -160,6 +160,8 @@ class Collected(BaseModel):
     launches_seen: int | None = Field(None, description="Kernel launches the process made (profiled or not).")
     errors: list[str] = Field(default_factory=list, description="CUPTI calls that failed, as the collector said.")
     ended: bool = Field(False, description="The process reached its exit handler (the end line was written).")
+    gated: bool = Field(False, description="Only launches inside the profiler range were counted and profiled.")
+    gate_opened: int = Field(0, description="How many times the profiler range opened (gated runs).")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -176,11 +178,16 @@ class DeepRequest(BaseModel):
 
 
 def collector_env(lib: Path, out_dir: Path, metrics: list[str], *, max_launches: int = 64,
-                  filter_mode: str = "per-config", deep: DeepRequest | None = None) -> dict[str, str]:
-    """Environment variables that load the collector into a CUDA process (see the C++ source's header)."""
+                  filter_mode: str = "per-config", deep: DeepRequest | None = None,
+                  gated: bool = False) -> dict[str, str]:
+    """Environment variables that load the collector into a CUDA process (see the C++ source's header).
+    ``gated``: only the launches inside the process's profiler range (cuProfilerStart to cuProfilerStop) are
+    counted and profiled, as under ``ncu --profile-from-start off``."""
     env = {"CUDA_INJECTION64_PATH": str(lib), "KERNELSCOPE_METRICS_DIR": str(out_dir),
            "KERNELSCOPE_METRICS": ",".join(metrics), "KERNELSCOPE_METRICS_FILTER": filter_mode,
            "KERNELSCOPE_METRICS_MAX": str(max_launches)}
+    if gated:
+        env["KERNELSCOPE_METRICS_GATED"] = "1"
     if deep is not None and deep.kernels:
         env |= {"KERNELSCOPE_DEEP_KERNELS": "|".join(deep.kernels), "KERNELSCOPE_METRICS_DEEP": ",".join(deep.metrics),
                 "KERNELSCOPE_SOURCE": {True: "1", False: "0"}.get(deep.source, str(deep.source)),
@@ -233,6 +240,8 @@ def load_collected(path: Path) -> Collected:
                         c.launches_seen = (c.launches_seen or 0) + (_int(rec.get("launches")) or 0)
                         c.configs += [CollectedConfig.model_validate(x) for x in rec.get("configs") or []]
                         c.configs_capped = c.configs_capped or bool(rec.get("configs_capped"))
+                        c.gated = c.gated or rec.get("gated") is True
+                        c.gate_opened += _int(rec.get("gate_opened")) or 0
                     else:
                         bad += 1
                 except (ValueError, ValidationError, TypeError, AttributeError):
@@ -245,14 +254,15 @@ def load_collected(path: Path) -> Collected:
 
 def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[str], timeout_s: float,
                   s: Settings, cancel: threading.Event | None, *, max_launches: int = 64,
-                  deep: DeepRequest | None = None) -> tuple[ProcessResult, Collected]:
-    """Run ``argv`` once with the collector injected; (process result, what it collected)."""
+                  deep: DeepRequest | None = None, gated: bool = False) -> tuple[ProcessResult, Collected]:
+    """Run ``argv`` once with the collector injected; (process result, what it collected). ``gated``: only
+    the launches inside the process's profiler range (an eval harness' profiled forward calls)."""
     lib = build_metrics_collector(s)
     out = ws / "metrics"
     out.mkdir(exist_ok=True)
     for old in out.glob("metrics-*.jsonl"):
         old.unlink()
-    env = {**env, **collector_env(lib, out, metrics, max_launches=max_launches, deep=deep)}
+    env = {**env, **collector_env(lib, out, metrics, max_launches=max_launches, deep=deep, gated=gated)}
     proc = run_process(argv, cwd=ws, env=env, cancel=cancel,
                        limits=Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True))
     return proc, load_collected(out)

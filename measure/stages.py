@@ -1,7 +1,8 @@
-"""analyze's measurements of a program in its own run: what the CUPTI collector is asked for (the light
-metrics of each kernel and launch configuration, and of the first :data:`DEEP_MAX` of them every rule
-family's metrics, the stall reasons and two source passes), the run itself, and the launch totals it gives
-where no trace ran.
+"""analyze's measurements of a program or an eval candidate in its own run: what the CUPTI collector is asked
+for (the light metrics of each kernel and launch configuration, and of the first :data:`DEEP_MAX` of them every
+rule family's metrics, the stall reasons and two source passes), the run itself (for an eval candidate, gated
+on the harness' profiler range, so only the candidate's profiled forward calls are measured), and the launch
+totals it gives where no trace ran.
 """
 
 from __future__ import annotations
@@ -62,14 +63,16 @@ class CollectorRun:
 
 
 def collect_stages(argv: list[str], ws: Path, env: Mapping[str, str], *, timeout_s: float, s: Settings,
-                   cancel: threading.Event | None, launch_count: int | None) -> CollectorRun:
+                   cancel: threading.Event | None, launch_count: int | None, gated: bool = False) -> CollectorRun:
     """Both stages' measurements in one run of the program (CUPTI collector): the first launch of each kernel
     and launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule
-    family's metrics, the stall reasons and the source passes (PC sampling, SASS metrics)."""
+    family's metrics, the stall reasons and the source passes (PC sampling, SASS metrics). ``gated``: only
+    the launches inside the process's profiler range (the eval harness' profiled forward calls)."""
     t0 = time.monotonic()
     try:
         proc, got = collector.run_collector(argv, ws, dict(env), COLLECTOR_METRICS, timeout_s, s, cancel,
-                                            max_launches=max(launch_count or 64, 1), deep=collector_request())
+                                            max_launches=max(launch_count or 64, 1), deep=collector_request(),
+                                            gated=gated)
     except NotAvailable as e:
         return CollectorRun(None, notes=[f"the CUPTI collector is not available here ({e}); Nsight Compute "
                                          "measured instead"])
@@ -91,7 +94,14 @@ def collect_stages(argv: list[str], ws: Path, env: Mapping[str, str], *, timeout
 def _why_nothing(proc: ProcessResult, got: Collected) -> str:
     if proc.timed_out or proc.returncode != 0:
         return f"the program {proc.describe_failure()}"
-    return "; ".join(got.errors[:3]) or "no launch was profiled"
+    if got.errors:
+        return "; ".join(got.errors[:3])
+    if got.gated and got.ended and got.gate_opened == 0:
+        return ("the profiler range around the candidate's forward calls never opened: the harness stopped "
+                "before them, or CUDA's profiler start was not seen")
+    if got.gated and got.gate_opened > 0 and not got.launches_seen:
+        return "the candidate launched no kernel in its profiled forward calls"
+    return "no launch was profiled"
 
 
 def collector_totals(c: Collected, profile: Profile) -> Totals:
@@ -118,3 +128,25 @@ def deep_incomplete(got: Collected, top: Groups) -> list[str]:
     deep = {ln.name for ln in got.launches if ln.deep}
     sourced = {src.name for src in got.sources if src.sampled or src.counted}
     return [n for n, _ in top if n not in deep or n not in sourced]
+
+
+def line_texts(got: Collected, roots: list[Path], *, max_files: int = 16,
+               max_bytes: int = 4 << 20) -> dict[str, list[str]]:
+    """The source files the deep launches' line information names, by that name, for the code of their hot
+    lines; only files that resolve (links followed) inside ``roots`` (an eval candidate's workspace and its
+    extension build folder, where ``load_inline`` writes the CUDA source it compiles), at most ``max_files``
+    of at most ``max_bytes`` each. The names come from the candidate's cubin, so nothing else is read."""
+    bases = [r.resolve() for r in roots if r.is_dir()]
+    out: dict[str, list[str]] = {}
+    for name in dict.fromkeys(pc.file for src in got.sources for pc in src.pcs if pc.file and pc.line > 0):
+        if len(out) >= max_files:
+            break
+        for path in [Path(name)] if Path(name).is_absolute() else [b / name for b in bases]:
+            try:
+                path = path.resolve()
+                if any(path.is_relative_to(b) for b in bases) and path.is_file() and path.stat().st_size <= max_bytes:
+                    out[name] = path.read_text(errors="replace").splitlines()
+                    break
+            except (OSError, ValueError, RuntimeError):
+                continue
+    return out

@@ -251,9 +251,10 @@ class AnalyzeRequest(ProfileTarget, Thresholds):
                             "measures (it counts and times every launch, so the light stage needs only each "
                             "kernel's first); always runs it in every case.")
     light: Literal["auto", "ncu"] = Field(
-        "auto", description="auto: a program's two stages are measured in its own run (CUPTI: metrics, stall reasons "
-                            "and source lines), no profiler process, and eval targets under Nsight Compute; ncu: "
-                            "always under Nsight Compute.")
+        "auto", description="auto: the two stages are measured in the target's own run (CUPTI: metrics, stall "
+                            "reasons and source lines), no profiler process; an eval candidate's only in its "
+                            "profiled forward calls; Nsight Compute where the collector measures nothing. ncu: "
+                            "always under Nsight Compute (two captures, with its own advice).")
 
 
 Backend = Literal["auto", "nsys", "cupti"]

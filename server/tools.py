@@ -137,9 +137,10 @@ def analyze(req: AnalyzeRequest, job: Job) -> AnalyzeResult:
     measures speed of light, launch statistics and occupancy of each kernel and launch configuration and
     classifies each kernel on the roofline; stage 2 adds what the class calls for (memory workload and
     source counters for memory-bound, warp states for latency-bound, instruction statistics and SASS for
-    compute-bound, ...): for a program both are measured in its own run through CUPTI (deep metrics,
-    stall reasons and per-line counters of each kernel's first launch), for a candidate under Nsight
-    Compute with the class choosing the sections. The rules then give ranked findings
+    compute-bound, ...): both are measured in the target's own run through CUPTI (deep metrics, stall
+    reasons and per-line counters of each kernel's first launch; for a candidate, only its profiled
+    forward calls), or under Nsight Compute with light='ncu' or where CUPTI cannot, the class choosing
+    the sections. The rules then give ranked findings
     (uncoalesced access, bank conflicts, spills, divergence, idle tensor cores, atomics contention, tiny
     grids, ...) with the evidence, the source line and fixes with their expected effect. Reports which
     stages ran, what measured each and how long each took."""

@@ -5,8 +5,9 @@ launched many kernels, Nsight Compute only where the collector could not measure
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,7 +48,10 @@ class Device:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, collected: Collected | Exception) -> None:
         self.captures: list[tuple[str, list[str]]] = []
         self.collector_runs = 0
+        self.gated: list[bool] = []
         self.collected = collected
+        self.harness_notes: list[str] = []  # what the eval harness' result.json says, in the measured runs
+        self.in_run: Callable[[Path], None] = lambda _ws: None  # what the measured job leaves in its workspace
 
         @contextmanager
         def lease(*_a: Any, **_k: Any) -> Iterator[Lease]:
@@ -63,12 +67,16 @@ class Device:
             self.collector_runs += 1
             assert metrics == COLLECTOR_METRICS and env.get("CUDA_VISIBLE_DEVICES") == "0"
             assert k["deep"] == collector_request()  # what the fixtures were captured with
+            self.gated.append(k["gated"])
             if isinstance(self.collected, Exception):
                 raise self.collected
+            self.harness_answer(ws)
+            self.in_run(ws)
             return ProcessResult(argv=argv, returncode=0), self.collected
 
         def run_capture(_prep: Any, opts: Any, *, ws: Path, name: str, **_k: Any) -> tuple[NcuCapture, Path]:
             self.captures.append((name, list(opts.metrics)))
+            self.harness_answer(ws)
             report = ws / f"{name}.ncu-rep"
             shutil.copyfile(FIX / "planted" / CASE / ("light.ncu-rep" if name == "stage1" else "deep.ncu-rep"),
                             report)
@@ -81,6 +89,11 @@ class Device:
         monkeypatch.setattr(profiling, "run_capture", run_capture)
         monkeypatch.setattr(metrics_mod, "run_collector", run_collector)
 
+    def harness_answer(self, ws: Path) -> None:
+        if self.harness_notes and (ws / "config.json").is_file():  # an eval target: the harness ran in ws
+            (ws / "result.json").write_text(json.dumps({"status": "ok", "verdict": "inconclusive",
+                                                        "notes": self.harness_notes}))
+
 
 def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.MonkeyPatch, program: str) -> None:
     dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
@@ -90,6 +103,7 @@ def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.Monke
     assert [(s.name, s.tool) for s in res.stages] == [("light", "cupti"), ("deep", "cupti"), ("trace", "cupti"),
                                                       ("rules", None)]
     assert dev.collector_runs == 1 and dev.captures == []  # no Nsight Compute run at all
+    assert dev.gated == [False]  # a program: every launch of its run
     deep = res.stages[1]
     assert "SourceCounters (PC sampling, SASS metrics)" in deep.sections and deep.rule_families and deep.wall_s > 0
     assert res.launches_profiled == 2 and res.report_ids == []
@@ -185,3 +199,103 @@ def test_nsight_computes_deep_capture_picks_the_launches_by_mode(monkeypatch: py
     a = SimpleNamespace(prep=None, ws=Path("."), env={}, req=req, cancel=None)
     profiling._ncu_deep_capture(a, ["a", "b+"], ["WarpStateStats"], [])  # type: ignore[arg-type]
     assert seen == {"kid": kid, "count": count, "sections": ["WarpStateStats"], "source": True}
+
+
+# ---------------------------------------------------------------------------------------- eval mode
+KB = FIX / "kernelbench" / "level1" / "19_ReLU.py"
+CANDIDATE = (REPO / "examples" / "kernelbench" / "level1" / "19_ReLU.py").read_text()
+
+
+def _eval(**k: Any) -> AnalyzeRequest:
+    return AnalyzeRequest(reference=KB.read_text(), candidate=CANDIDATE, **k)
+
+
+def test_an_eval_candidate_gets_both_stages_from_one_gated_cupti_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector runs the harness once, counting and profiling only the launches inside its profiler range
+    (the candidate's profiled forward calls); no Nsight Compute process; the harness' notes reach the answer."""
+    dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
+    dev.harness_notes = ["the candidate's output did not match the reference in the profiled run: x"]
+    res = analyze(_eval())
+    assert res.status == "ok" and res.mode == "eval", (res.explanation, res.notes)
+    assert dev.gated == [True] and dev.captures == []
+    # the run counted 257 launches in the range, so the trace ran after it, as under Nsight Compute
+    assert [(s.name, s.tool) for s in res.stages] == [("light", "cupti"), ("deep", "cupti"), ("trace", "cupti"),
+                                                      ("rules", None)]
+    assert res.report_ids == [] and res.launches_profiled == 2
+    assert dev.harness_notes[0] in res.notes
+    [advice] = [n for n in res.notes if "own advice is missing" in n]  # item 5: said for eval too
+    assert "light='ncu'" in advice and all(k.name in advice for k in res.kernels)
+    assert {k.mangled_name for k in res.kernels} == {"slice_scale_bias", "full_scale_bias"}
+
+
+@pytest.mark.parametrize(("collected", "why"), [
+    (Collected(ended=True, gated=True, gate_opened=0), "never opened"),
+    (Collected(ended=True, gated=True, gate_opened=1, launches_seen=0), "launched no kernel in its profiled"),
+])
+def test_an_eval_candidate_falls_back_to_nsight_compute_saying_why(monkeypatch: pytest.MonkeyPatch,
+                                                                   collected: Collected, why: str) -> None:
+    dev = Device(monkeypatch, collected)
+    dev.harness_notes = ["a note of the harness"]
+    res = analyze(_eval())
+    assert res.status == "ok" and dev.gated == [True]
+    assert [name for name, _ in dev.captures] == ["stage1", "stage2"]
+    # eval under Nsight Compute as before: no trace first (the 257 launches call it after the light stage)
+    assert [(s.name, s.tool) for s in res.stages] == [("light", "ncu"), ("trace", "cupti"), ("deep", "ncu"),
+                                                      ("rules", None)]
+    [note] = [n for n in res.notes if "measured nothing" in n]
+    assert why in note and "Nsight Compute measured instead" in note
+    assert "a note of the harness" in res.notes and not any("own advice is missing" in n for n in res.notes)
+
+
+def test_light_ncu_keeps_an_eval_candidate_under_nsight_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+    dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
+    res = analyze(_eval(light="ncu"))
+    assert res.status == "ok" and dev.collector_runs == 0 and [n for n, _ in dev.captures] == ["stage1", "stage2"]
+    assert {s.tool for s in res.stages if s.name in ("light", "deep")} == {"ncu"}
+
+
+def test_an_eval_candidates_hot_lines_get_their_code_from_its_own_files_only(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
+    """An eval target has no compiled artifact: the code of a hot line comes from the file the cubin's line
+    information names where that file lies in the job's own folders (load_inline writes the CUDA source it
+    compiles into the candidate's extension build folder), never from elsewhere, a link out included."""
+    got = load_collected(FIX / "collector" / f"{CASE}.jsonl")
+    planted = REPO / "examples" / "planted" / CASE / "planted.cu"
+    outside = tmp_path / "elsewhere.cu"
+    shutil.copyfile(planted, outside)
+
+    def compiled_in(ws: Path) -> None:  # the job's build, as its line information names it
+        (ws / "ext").mkdir()
+        shutil.copyfile(planted, ws / "ext" / "planted.cu")
+        (ws / "ext" / "link.cu").symlink_to(outside)
+        for src in got.sources:
+            for pc in src.pcs:
+                pc.file = str(ws / "ext" / ("planted.cu" if src.name == "slice_scale_bias" else "link.cu"))
+
+    dev = Device(monkeypatch, got)
+    dev.in_run = compiled_in
+    res = analyze(_eval(trace="never"))
+    assert res.status == "ok" and dev.captures == []
+    by = {k.mangled_name: k for k in res.kernels}
+    code = planted.read_text().splitlines()
+    [first, *_] = by["slice_scale_bias"].hot_lines
+    path, _, rest = first.partition(":")
+    line = int(rest.split()[0])
+    assert path.endswith("/ext/planted.cu") and f"`{code[line - 1].strip()}`" in first
+    assert by["full_scale_bias"].hot_lines and all("`" not in h for h in by["full_scale_bias"].hot_lines)
+
+
+def test_line_texts_reads_relative_names_inside_the_roots_and_nothing_too_large(tmp_path: Path) -> None:
+    got = load_collected(FIX / "collector" / f"{CASE}.jsonl")
+    planted = REPO / "examples" / "planted" / CASE / "planted.cu"
+    size = planted.stat().st_size
+    root = tmp_path / "ext"
+    root.mkdir()
+    shutil.copyfile(planted, root / "planted.cu")
+    (root / "big.cu").write_text("x" * (size + 1))
+    names = ["planted.cu", "big.cu", "../ext/planted.cu", "/etc/hostname"]
+    got.sources = [src.model_copy(update={"pcs": [pc.model_copy(update={"file": name}) for pc in src.pcs]})
+                   for name, src in zip(names, (got.sources * 4)[:4], strict=True)]
+    texts = profiling.line_texts(got, [root], max_bytes=size)
+    assert set(texts) == {"planted.cu", "../ext/planted.cu"}  # big.cu is over the limit; /etc is outside
+    assert texts["planted.cu"] == planted.read_text().splitlines()

@@ -58,7 +58,13 @@ def test_analyze_of_a_load_inline_candidate_reuses_runs_build(tmp_path: Path) ->
     entry = Path(job_env(tmp_path, s.home, None, candidate=CANDIDATE)["TORCH_EXTENSIONS_DIR"])
     assert extcache.is_sealed(entry)
     before = _snapshot(entry)
+    # the default path (the CUPTI collector in the harness' own run) loads the same build
     res = analyze(AnalyzeRequest(reference_path=str(REF), candidate_path=str(cand), timeout_s=600))
+    assert res.status == "ok", (res.explanation, res.stages)
+    assert [s.tool for s in res.stages if s.name in ("light", "deep")] == ["cupti", "cupti"], res.notes
+    assert _snapshot(entry) == before
+    # and each Nsight Compute capture's program output shows ninja finding nothing to build
+    res = analyze(AnalyzeRequest(reference_path=str(REF), candidate_path=str(cand), timeout_s=600, light="ncu"))
     assert res.status == "ok", (res.explanation, res.stages)
     outputs = [st.capture.program_output or "" for st in res.stages if st.capture is not None]
     assert outputs and all("ninja: no work to do." in o and "nvcc" not in o for o in outputs), outputs

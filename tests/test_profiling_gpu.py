@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelscope.agent.search.knobs import apply_knobs, default_config, parse_knobs
 from kernelscope.models.requests import AnalyzeRequest, CompileRequest, ProfileRequest
 from kernelscope.tools.analyze import analyze
 from kernelscope.tools.classify import classify_report
@@ -99,3 +100,32 @@ def test_analyze_eval_mode_profiles_only_the_candidate() -> None:
     names = [k.name for k in res.kernels] + res.other_kernels
     assert names and all("softmax_naive" in n for n in names), names
     assert res.kernels[0].findings or res.kernels[0].bottleneck.cls
+
+
+KERNELBENCH = REPO / "tests" / "fixtures" / "kernelbench" / "level1"
+
+
+@pytest.mark.parametrize(("reference", "candidate", "kernel"), [
+    (KERNELBENCH / "19_ReLU.py", REPO / "examples" / "kernelbench" / "level1" / "19_ReLU.py", "relu_knobs"),
+    (PROBLEMS / "softmax" / "reference.py", PROBLEMS / "softmax" / "load_inline.py", "softmax_rows"),
+], ids=["fast-path", "load_inline"])
+def test_analyze_eval_mode_measures_the_candidate_in_its_own_run(reference: Path, candidate: Path,
+                                                                 kernel: str) -> None:
+    """An eval candidate's two stages come from the CUPTI collector in the harness' own run, gated on its profiler
+    range: no Nsight Compute process, the candidate's own kernel diagnosed, and none of the harness' (inputs,
+    poisoned outputs, comparison) or the reference's kernels among the kernels."""
+    src = candidate.read_text()
+    src = apply_knobs(src, default_config(parse_knobs(src)))  # the knob-annotated examples: their first values
+    res = analyze(AnalyzeRequest(reference_path=str(reference), candidate=src, timeout_s=600))
+    assert res.status == "ok", (res.explanation, res.stages, res.notes)
+    measured = [(s.name, s.tool) for s in res.stages if s.name != "trace"]
+    assert measured == [("light", "cupti"), ("deep", "cupti"), ("rules", None)], (measured, res.notes)
+    assert not any(s.tool == "ncu" or s.capture is not None for s in res.stages) and res.report_ids == []
+    assert not any("measured nothing" in n for n in res.notes), res.notes
+    # every kernel it counted is the candidate's: the light stage's classes and the kernels past the top ones too
+    names = [k.mangled_name for k in res.kernels] + res.stages[0].kernels + res.other_kernels
+    assert names and all(kernel in n for n in names), names
+    assert res.kernels_total == 1 and res.launches_profiled >= 1
+    top = res.kernels[0]
+    assert top.bottleneck.cls and top.bottleneck.roofline is not None and top.launches >= 1
+    assert any("own advice is missing" in n and "light='ncu'" in n for n in res.notes), res.notes

@@ -3,11 +3,12 @@
 A light measurement (speed of light, launch statistics, occupancy and the roofline counters) of each kernel
 and launch configuration, a bottleneck class per kernel, then a deep measurement of the kernels that take the
 most time; every rule runs over the merged profile, with SASS and ptxas evidence where the target is a
-compiled artifact. For a program both are measured in its own run by the CUPTI collector (the deep stage:
-every rule family's metrics, the stall reasons and the source passes of the first launches; the class
-chooses the rule families), with a CUPTI trace after it when it saw many launches. Eval-mode targets,
-``light="ncu"`` and programs the collector cannot measure get two Nsight Compute captures instead (after a
-trace, for programs), the deep one with the sections and rule metrics the class calls for.
+compiled artifact. For a program or an eval candidate both are measured in its own run by the CUPTI collector
+(the deep stage: every rule family's metrics, the stall reasons and the source passes of the first launches;
+the class chooses the rule families), gated for a candidate on the harness' profiler range around its profiled
+forward calls, with a CUPTI trace after it when it saw many launches. ``light="ncu"`` and targets the collector
+cannot measure get two Nsight Compute captures instead (after a trace, for programs), the deep one with the
+sections and rule metrics the class calls for.
 
 The decisions are :mod:`kernelscope.heuristics.pipeline`'s, the measuring :mod:`kernelscope.measure`'s
 (``capture`` for Nsight Compute, ``stages`` for the CUPTI collector, ``trace`` for the timeline); this
@@ -68,6 +69,7 @@ from kernelscope.measure.stages import (
     collector_totals,
     deep_incomplete,
     deep_metrics,
+    line_texts,
 )
 from kernelscope.measure.timeline import launch_configs
 from kernelscope.measure.trace import Traced, diagnose_timeline, run_cupti, store_trace, tracer_available
@@ -318,8 +320,12 @@ def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
         with contextlib.suppress(Exception):
             resources = {kr.mangled_name: kr for kr in a.evidence.result().ptxas}
     assert run.got is not None
-    return collected_profile(run.got, resources, report="light and deep (CUPTI collector)",
-                             texts=_source_texts(a.prep.artifact_id))
+    if a.prep.artifact_id is not None:
+        texts = _source_texts(a.prep.artifact_id)
+    else:  # an eval candidate: the sources its extensions compiled (load_inline writes them in its build folder)
+        ext = a.env.get("TORCH_EXTENSIONS_DIR")
+        texts = line_texts(run.got, [a.ws, *([Path(ext)] if ext else [])])
+    return collected_profile(run.got, resources, report="light and deep (CUPTI collector)", texts=texts)
 
 
 def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
@@ -487,13 +493,17 @@ def _light_options(req: AnalyzeRequest) -> NcuOptions:
 
 
 def _cupti_first(a: Analysis, trace_first: bool) -> AnalyzeResult | None:
-    """A program's both stages in its own run (CUPTI collector); None where Nsight Compute must measure."""
+    """Both stages in the target's own run (CUPTI collector): a program's every launch, an eval candidate's
+    launches inside the harness' profiler range (its profiled forward calls); None where Nsight Compute must
+    measure."""
     if trace_first:
         _trace(a, "trace stage: the timeline of every launch (CUPTI)")
+    gated = a.req.mode == "eval"
     a.note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
-           "lines of the first ones, in the program's own run (CUPTI)")
+           "lines of the first ones, in the " + ("candidate's profiled forward calls" if gated else "program's own run")
+           + " (CUPTI)")
     run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
-                         launch_count=a.req.launch_count)
+                         launch_count=a.req.launch_count, gated=gated)
     a.notes += run.notes
     if run.usable:
         return _analyze_cupti(a, run)
@@ -510,9 +520,9 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
     s = ensure_dirs(settings)
     light_opts = _light_options(req)
     can_trace = req.trace != "never" and tracer_available()
-    # programs: both stages' measurements in the program's own run (CUPTI), Nsight Compute where that cannot
-    cupti_first = (req.mode == "program" and req.light != "ncu" and req.kernel_regex is None and req.launch_skip == 0
-                   and tracer_available())
+    # both stages' measurements in the target's own run (CUPTI; an eval candidate's gated on its profiled calls),
+    # Nsight Compute where that cannot
+    cupti_first = req.light != "ncu" and req.kernel_regex is None and req.launch_skip == 0 and tracer_available()
     if not cupti_first:
         ncu_binary()
     trace_first = can_trace and (req.trace == "always" or (req.mode == "program" and not cupti_first))
@@ -527,7 +537,8 @@ def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: th
                 done = _cupti_first(a, trace_first)
                 if done is not None:
                     return done
-                trace_first = can_trace  # a program under Nsight Compute: the trace first, unless it ran already
+                # under Nsight Compute: a program's trace first, unless it ran already; an eval candidate's as before
+                trace_first = can_trace and (req.mode == "program" or req.trace == "always")
             lit, deep = _ncu_stages(a, light_opts, trace_first)
         if deep is None:
             return lit.result

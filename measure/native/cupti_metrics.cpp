@@ -38,6 +38,12 @@
 //                                 line where the cubin has line information
 //   KERNELSCOPE_PCSAMP_PERIOD     PC sampling period as a power of two of cycles, 5..31 (default 9)
 //   KERNELSCOPE_PCSAMP_BUFFER_MB  PC sampling's hardware buffer (default 64)
+//   KERNELSCOPE_METRICS_GATED     "1": launches are counted and profiled only inside the process's profiler
+//                                 range, between cuProfilerStart (or cudaProfilerStart, e.g.
+//                                 torch.cuda.profiler.start()) and cuProfilerStop: the range opens when
+//                                 the start call returns and closes when the stop call is entered. The
+//                                 eval harness opens it around the candidate's profiled forward calls only,
+//                                 as for ``ncu --profile-from-start off``. Unset: every launch
 //
 // Line formats:
 //   {"t":"meta","pid":..,"chip":"GH100","metrics":[..],"deep_metrics":[..],"sass_metrics":[..],
@@ -52,7 +58,9 @@
 //                       (per instruction of the deep launch; "file" is "" and "line" 0 without line info)
 //   {"t":"error","call":"..","what":".."}   a CUPTI call failed; profiling of that launch is skipped
 //   {"t":"end","profiled":N,"skipped":M,"launches":L,"configs":[{"name":..,"grid":[..],"block":[..],
-//    "dyn_smem":..,"launches":n},..],"configs_capped":false}   (launches per kernel and configuration)
+//    "dyn_smem":..,"launches":n},..],"configs_capped":false,"gated":b,"gate_opened":K}
+//                       (launches per kernel and configuration; "gated": KERNELSCOPE_METRICS_GATED was set,
+//                        "gate_opened": how many times the profiler range opened)
 //
 // A metric that this GPU or CUPTI does not know is left out of the configuration (named in "refused")
 // rather than failing the whole collection. Nothing here may take the host program down.
@@ -128,6 +136,9 @@ long g_skipped = 0;
 long g_seq = 0;  // launches seen (every kernel launch, profiled or not)
 std::string g_chip;
 bool g_configured = false;
+bool g_gated = false;                     // KERNELSCOPE_METRICS_GATED: only launches inside the profiler range
+std::atomic<bool> g_gate_open{false};     // the range is open (read without g_mu, on every launch)
+std::atomic<long> g_gate_opened{0};       // times it opened
 bool g_broken = false;  // a setup step failed: profile nothing more
 
 std::unordered_map<CUcontext, CUpti_RangeProfiler_Object*> g_objects;
@@ -1090,17 +1101,35 @@ bool matches(const char* mangled, const std::vector<std::string>& subs) {  // co
     return std::find(subs.begin(), subs.end(), "*") != subs.end() || contains_any(mangled, subs);
 }
 
+// The profiler range (KERNELSCOPE_METRICS_GATED): whether this callback is a profiler start or stop (of the
+// driver, or of the runtime, which calls the driver's: both fire, and the range opens once). A start opens
+// the range when it returns, a stop closes it when entered.
+bool on_gate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* info) {
+    const bool drv = domain == CUPTI_CB_DOMAIN_DRIVER_API, rt = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    const bool start = (drv && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart) ||
+                       (rt && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+    const bool stop = (drv && cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop) ||
+                      (rt && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+    if (!start && !stop) return false;
+    if (info == nullptr || getpid() != g_pid) return true;
+    if (start && info->callbackSite == CUPTI_API_EXIT && !g_gate_open.exchange(true)) g_gate_opened++;
+    if (stop && info->callbackSite == CUPTI_API_ENTER) g_gate_open = false;
+    return true;
+}
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
         if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED && g_source && data != nullptr)
             on_module(static_cast<const CUpti_ResourceData*>(data));
         return;
     }
-    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || t_inner) return;  // t_inner: the source passes' own launches
     const auto* info = static_cast<const CUpti_CallbackData*>(data);
+    if (g_gated && on_gate(domain, cbid, info)) return;
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || t_inner) return;  // t_inner: the source passes' own launches
     Launch l;
     if (info == nullptr || !read_launch(cbid, info->functionParams, &l)) return;
     if (info->callbackSite == CUPTI_API_ENTER) {
+        if (g_gated && !g_gate_open.load()) return;  // outside the profiler range: neither counted nor profiled
         g_mu.lock();  // held until API_EXIT of a profiled launch: one range at a time, whatever the thread
         g_seq++;
         t_active = false;
@@ -1184,7 +1213,9 @@ void at_exit() {
                       std::get<7>(k), kv.second);
         line += buf;
     }
-    line += "],\"configs_capped\":" + std::string(g_counts.size() >= MAX_COUNTED ? "true" : "false") + '}';
+    line += "],\"configs_capped\":" + std::string(g_counts.size() >= MAX_COUNTED ? "true" : "false") +
+            ",\"gated\":" + (g_gated ? "true" : "false") + ",\"gate_opened\":" + std::to_string(g_gate_opened.load()) +
+            '}';
     write_line(line);
     std::fclose(g_out);
     g_out = nullptr;
@@ -1216,6 +1247,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         g_source_sass = std::strcmp(f, "pc") != 0;
     }
     if (const char* f = std::getenv("KERNELSCOPE_METRICS_FILTER"); f != nullptr && f[0] != '\0') g_filter = f;
+    if (const char* g = std::getenv("KERNELSCOPE_METRICS_GATED"); g != nullptr) g_gated = std::strcmp(g, "1") == 0;
     if (const char* m = std::getenv("KERNELSCOPE_METRICS_MAX"); m != nullptr && m[0] != '\0') g_max = std::atol(m);
     if (const char* m = std::getenv("KERNELSCOPE_DEEP_MAX"); m != nullptr && m[0] != '\0') g_deep_max = std::atol(m);
     if (const char* p = std::getenv("KERNELSCOPE_PCSAMP_PERIOD"); p != nullptr && p[0] != '\0') {
@@ -1241,6 +1273,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     for (auto id : ids) ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id), "cuptiEnableCallback");
     if (g_source)
         ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED), "cuptiEnableCallback");
+    if (g_gated) {  // the profiler range: the driver's start and stop, and the runtime's (which call them)
+        for (auto id : {CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop})
+            ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id), "cuptiEnableCallback");
+        for (auto id : {CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000})
+            ok(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id), "cuptiEnableCallback");
+    }
     std::atexit(at_exit);
     return 1;
 }

@@ -1,0 +1,148 @@
+"""The CUPTI collector's profiler-range gate (KERNELSCOPE_METRICS_GATED) without a GPU: the collector's own
+callback and exit handler, compiled into a small program with this machine's nvcc and CUPTI, are fed the
+driver's and runtime's callbacks in the order the driver makes them (torch.cuda.profiler.start() is the
+runtime's cudaProfilerStart, which calls the driver's cuProfilerStart), and their end line is read back by
+the Python reader as analyze reads it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelscope.config import Settings
+from kernelscope.errors import NotAvailable
+from kernelscope.measure import cupti
+from kernelscope.measure.collector import collector_env, load_collected
+from kernelscope.measure.cupti import CuptiPaths, build_metrics_collector, cupti_paths
+from kernelscope.toolkit.toolchain import ToolMissing, require
+
+PROGRAM = r"""
+#include "cupti_metrics.cpp"
+#include <cstring>
+
+CUpti_CallbackData g_info{};
+cuLaunchKernel_params g_params{};
+
+void call(CUpti_CallbackDomain dom, CUpti_CallbackId id, CUpti_ApiCallbackSite site) {
+    CUpti_CallbackData c{};
+    c.callbackSite = site;
+    on_callback(nullptr, dom, id, &c);
+}
+void launch() {  // a kernel launch as the driver reports it: API_ENTER, then API_EXIT
+    for (auto site : {CUPTI_API_ENTER, CUPTI_API_EXIT}) {
+        g_info.callbackSite = site;
+        on_callback(nullptr, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &g_info);
+    }
+}
+void start() {  // cudaProfilerStart calls cuProfilerStart: both report, nested
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_ENTER);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_API_ENTER);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_API_EXIT);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, CUPTI_API_EXIT);
+}
+void stop_runtime() {
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, CUPTI_API_ENTER);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, CUPTI_API_ENTER);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, CUPTI_API_EXIT);
+    call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, CUPTI_API_EXIT);
+}
+void stop_driver() {  // cuProfilerStop called directly (a program on the driver API)
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, CUPTI_API_ENTER);
+    call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, CUPTI_API_EXIT);
+}
+
+int main(int argc, char** argv) {
+    const char* scenario = argc > 1 ? argv[1] : "";
+    g_pid = getpid();
+    g_out = stdout;
+    g_gated = std::strcmp(argv[2], "1") == 0;
+    g_max = 0;  // count the launches, profile none (no GPU here)
+    g_params.gridDimX = 4; g_params.gridDimY = 1; g_params.gridDimZ = 1;
+    g_params.blockDimX = 128; g_params.blockDimY = 1; g_params.blockDimZ = 1;
+    g_info.functionParams = &g_params;
+    g_info.symbolName = "candidate_kernel";
+    if (std::strcmp(scenario, "range") == 0) {
+        launch();  // the harness' and the reference's work, before the range
+        launch();
+        start();
+        launch();  // the candidate's profiled calls
+        launch();
+        launch();
+        stop_runtime();
+        launch();  // after the range
+        start();
+        launch();
+        stop_driver();
+    }
+    // "never": the harness stopped before its profiled calls; launches, but the range never opened
+    if (std::strcmp(scenario, "never") == 0) { launch(); launch(); }
+    at_exit();
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def paths() -> CuptiPaths:
+    try:
+        require("nvcc")
+        return cupti_paths()
+    except ToolMissing as e:
+        pytest.skip(f"no nvcc here to build the collector with: {e.note}")
+    except NotAvailable as e:
+        pytest.skip(f"CUPTI is not installed here ({e.why})")
+
+
+@pytest.fixture(scope="module")
+def program(paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("gate")
+    (tmp / "gate.cpp").write_text(PROGRAM)
+    link = tmp / "link"
+    link.mkdir()
+    (link / "libcupti.so").symlink_to(paths.library)
+    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(paths.include_dir),
+                        "-I", str(cupti.METRICS_SOURCE.parent), "gate.cpp", "-o", "gate", "-L", str(link), "-lcupti",
+                        "-ldl", f"-Xlinker=-rpath,{paths.lib_dir}"], capture_output=True, text=True, cwd=tmp,
+                       timeout=600)
+    assert b.returncode == 0, b.stderr[-3000:]
+    return tmp / "gate"
+
+
+def _end(program: Path, tmp: Path, scenario: str, gated: bool) -> Path:
+    r = subprocess.run([str(program), scenario, "1" if gated else "0"], capture_output=True, timeout=60, cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    (tmp / "metrics-1.jsonl").write_bytes(r.stdout)
+    return tmp
+
+
+def test_gated_counts_only_the_launches_inside_the_profiler_range(program: Path, tmp_path: Path) -> None:
+    got = load_collected(_end(program, tmp_path, "range", gated=True))
+    assert got.ended and got.gated and got.gate_opened == 2  # the runtime's start and the driver's open it once
+    assert got.launches_seen == 4  # three in the first range, one in the second; none before, between or after
+    [cfg] = got.configs
+    assert (cfg.name, cfg.grid, cfg.block, cfg.launches) == ("candidate_kernel", (4, 1, 1), (128, 1, 1), 4)
+    assert not got.notes and not got.errors
+
+
+def test_ungated_counts_every_launch_and_ignores_the_range(program: Path, tmp_path: Path) -> None:
+    got = load_collected(_end(program, tmp_path, "range", gated=False))
+    assert got.ended and not got.gated and got.gate_opened == 0 and got.launches_seen == 7
+
+
+def test_a_range_that_never_opened_is_told_apart(program: Path, tmp_path: Path) -> None:
+    got = load_collected(_end(program, tmp_path, "never", gated=True))
+    assert got.ended and got.gated and got.gate_opened == 0 and got.launches_seen == 0 and not got.configs
+
+
+def test_the_collector_builds_with_the_gate(paths: CuptiPaths, tmp_path: Path) -> None:
+    """The injection library itself (the project's build) compiles, links and loads here."""
+    lib = build_metrics_collector(Settings(home=tmp_path, allowed_roots=[tmp_path]))
+    assert lib.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_gate_is_set_only_when_asked(tmp_path: Path) -> None:
+    lib, out = tmp_path / "lib.so", tmp_path / "out"
+    assert collector_env(lib, out, ["m"], gated=True)["KERNELSCOPE_METRICS_GATED"] == "1"
+    assert "KERNELSCOPE_METRICS_GATED" not in collector_env(lib, out, ["m"])

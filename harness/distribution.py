@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.harness.correctness import compare, flatten, tolerance
+from kernelscope.harness.correctness import compare, flatten, release_memory, tolerance
 from kernelscope.harness.memory import CHUNK_ELEMENTS
 from kernelscope.harness.protocol import Config, Findings
 
@@ -202,16 +202,17 @@ def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg
     fp64 = Float64(ref_model)
     for k, (name, fn) in enumerate(transforms if transforms is not None else TRANSFORMS):
         inputs = make(cfg.seed + 5000 + k)
+        oom = False
         try:
             results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call, fp64))
         except Exception as e:
-            if not _out_of_memory(e):  # the candidate raised on inputs the reference accepts
+            if not (oom := _out_of_memory(e)):  # the candidate raised on inputs the reference accepts
                 results.append({"transform": name, "outcome": "failed", "error": f"{type(e).__name__}: {e}"})
             else:  # the extra copies do not fit: the harness's limit, not a failure
                 results.append({"transform": name, "outcome": "skipped", "error": "out of GPU memory for the copies"})
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
         del inputs
+        if oom:  # after the except clause: its exception, and the frames it holds, can go now
+            release_memory()
     del fp64
     flag(results, cfg, findings)
     done = ", ".join(f"{r['transform']}: {r['outcome']}" + (f" ({r['error']})" if r["outcome"] == "skipped" else "")

@@ -186,3 +186,62 @@ def test_running_out_of_memory_for_the_copies_is_no_failure_of_the_candidate() -
                 Config(device="cpu"), findings, lambda: None)
     by = {r["transform"]: r["outcome"] for r in res}
     assert by["scale by 1e3"] == "skipped" and not findings.flags
+
+
+def test_what_an_out_of_memory_trial_held_is_freed_before_the_next_inputs() -> None:
+    """Nothing a trial that ran out of memory held (here the candidate's own work buffer, alive in its frame when
+    the allocation after it failed) is alive when the next inputs are made: the trials collect before they
+    allocate again (on KernelBench's level-1 Average_Pooling_2D, 64 GiB were still allocated when the next 16 GiB
+    input was asked for)."""
+    import weakref
+
+    from kernelscope.harness.guard import blame
+
+    held: list[weakref.ref] = []
+
+    class Ref(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return x * 2
+
+    class Hungry(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            work = torch.empty(1 << 16)  # alive in this frame when the allocation after it fails
+            held.append(weakref.ref(work))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+
+    def call(where: str):  # type: ignore[no-untyped-def]
+        return blame("candidate", where)
+
+    made: list[bool] = []
+
+    def make(seed: int) -> list:
+        made.append(all(r() is None for r in held))  # nothing a failed trial held is alive any more
+        return [torch.rand(4, 4) + 0.5]
+
+    res = check(make, Ref(), Hungry(), Config(device="cpu"), Findings(), lambda: None, call=call)
+    assert res and all(r["outcome"] == "skipped" for r in res) and len(held) == len(res)
+    assert all(made), made
+
+
+def test_inputs_are_made_again_once_after_running_out_of_memory() -> None:
+    """get_inputs() that runs out of memory once (memory an exception's frames held) is asked again after a
+    collection; out of memory twice, the reference's error stands."""
+    from kernelscope.harness.correctness import Inputs
+    from kernelscope.harness.guard import Attributed
+
+    class Ref:
+        def __init__(self, fails: int) -> None:
+            self.fails, self.calls = fails, 0
+
+        def get_inputs(self) -> list:
+            self.calls += 1
+            if self.calls <= self.fails:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+            return [torch.randn(8)]
+
+    inputs = Inputs("cpu", Findings(), lambda: None)
+    once = Ref(1)
+    assert len(inputs.make(once, 0)) == 1 and once.calls == 2
+    with pytest.raises(Attributed) as e:
+        inputs.make(Ref(2), 0)
+    assert isinstance(e.value.cause, torch.cuda.OutOfMemoryError)

@@ -148,6 +148,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per problem")
     ap.add_argument("--stop-after", type=float, metavar="SECONDS", help="start no new problem after this long "
                                                                          "(a rerun goes on from there)")
+    ap.add_argument("--table", action="store_true", help="print the table of what --out holds; run nothing")
     args = ap.parse_args()
     from kernelscope.agent.kernelbench import find_problems
 
@@ -158,7 +159,7 @@ def main() -> None:
     out = Path(args.out)
     done = load_done(out)
     t0 = time.monotonic()
-    for prob in problems:
+    for prob in [] if args.table else problems:
         if prob.key in done:
             continue
         if args.stop_after is not None and time.monotonic() - t0 > args.stop_after:

@@ -267,6 +267,11 @@ def test_kernelbench_sweep_on_cpu_resumes(tmp_path: Path) -> None:
     assert "2 problems: 2 judged correct, 0 harness errors, 0 out of memory, 0 too large" in first.stdout
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert len(jsonl.read_text().splitlines()) == 2 and "level1/19_ReLU" in second.stdout
+    # --table: the table of what the file holds, for every problem asked; nothing run, nothing written
+    cmd[cmd.index("19,36")] = "19-40"
+    shown = subprocess.run([*cmd, "--table"], capture_output=True, text=True, timeout=600, check=True)
+    assert len(jsonl.read_text().splitlines()) == 2 and "level1/36_RMSNorm_" in shown.stdout
+    assert "2 problems: 2 judged correct" in shown.stdout and "not swept yet" in shown.stdout
 
 
 def test_the_kernelbench_example_candidates_declare_knobs() -> None:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from _servers import tool_text as _text
+from _settings import override_settings
 from mcp import Client
 
-from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
+from kernelscope.config import Settings, get_settings, settings_from_env
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.models.requests import CompileRequest
 from kernelscope.server.app import mcp
@@ -443,16 +444,14 @@ def test_capabilities_report_cutlass() -> None:
 def test_capabilities_explain_a_missing_cutlass(tmp_path: Path) -> None:
     from kernelscope.tools import capabilities as caps
 
-    before = get_settings()
-    set_settings(before.model_copy(update={"cutlass_root": tmp_path / "no-cutlass"}))
-    caps.reset_caches()
     try:
-        report = caps.capability_report(probe=False)
-        assert report.can["cutlass"] is False and report.cutlass is not None and not report.cutlass.found
-        why, _, fix = report.reasons["cutlass"].partition(". Fix: ")
-        assert "KERNELSCOPE_CUTLASS_ROOT" in why and fix
+        with override_settings(cutlass_root=tmp_path / "no-cutlass"):
+            caps.reset_caches()
+            report = caps.capability_report(probe=False)
+            assert report.can["cutlass"] is False and report.cutlass is not None and not report.cutlass.found
+            why, _, fix = report.reasons["cutlass"].partition(". Fix: ")
+            assert "KERNELSCOPE_CUTLASS_ROOT" in why and fix
     finally:
-        set_settings(before)
         caps.reset_caches()
 
 

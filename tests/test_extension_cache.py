@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
+from _settings import override_settings
 
-from kernelscope.config import get_settings, set_settings
+from kernelscope.config import get_settings
 from kernelscope.models.requests import AnalyzeRequest, EvalRequest
 from kernelscope.sandbox import extcache, forkserver
 from kernelscope.sandbox.forkserver import get_fork_server
@@ -132,12 +133,10 @@ def required_isolation() -> object:
         if os.environ.get("KERNELSCOPE_REQUIRE_BWRAP"):
             pytest.fail(f"bubblewrap is required here: {isolation_status().detail}")
         pytest.skip(f"no isolation here: {isolation_status().detail}")
-    before = get_settings()
-    set_settings(before.model_copy(update={"isolation": "required"}))
-    forkserver.shutdown_all()
-    yield
-    forkserver.shutdown_all()
-    set_settings(before)
+    with override_settings(isolation="required"):
+        forkserver.shutdown_all()
+        yield
+        forkserver.shutdown_all()
 
 
 @pytest.mark.slow

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _settings import override_settings
 from mcp import Client
 
-from kernelscope.config import Settings, get_settings, set_settings
+from kernelscope.config import Settings, get_settings
 from kernelscope.sandbox.isolation import (
     JOB_KINDS,
     Binds,
@@ -60,12 +61,8 @@ def planted(tmp_path: Path, kernelscope_home: Path) -> Iterator[dict[str, Path]]
     secret.write_text(SECRET + "\n")
     src = tmp_path / "src"
     src.mkdir()
-    before = get_settings()
-    set_settings(before.model_copy(update={"allowed_roots": [src], "isolation": "required"}))
-    try:
+    with override_settings(allowed_roots=[src], isolation="required"):
         yield {"secret": secret, "src": src, "outside": tmp_path / "written-from-the-job", "home": kernelscope_home}
-    finally:
-        set_settings(before)
 
 
 @pytest.fixture
@@ -142,21 +139,17 @@ def test_kinds_from_the_command_line() -> None:
 def test_untrusted_runs_are_refused_without_isolation_unless_turned_off(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernelscope_home: Path) -> None:
     monkeypatch.setenv("KERNELSCOPE_BWRAP", str(tmp_path / "no-such-bwrap"))
-    before = get_settings()
-    try:
-        set_settings(before.model_copy(update={"isolation": "required"}))
+    with override_settings(isolation="required"):
         with pytest.raises(Exception, match=r"not available here.*no bwrap binary.*--no-isolation"):
             run_process([sys.executable, "-c", "print(1)"], cwd=tmp_path, limits=Limits(isolate_network=True))
         # a compile of the user's own file still runs, with the warning in its log
         r = run_process(["nvcc", "--version"], cwd=tmp_path)
         assert r.isolation is None and r.warning and "WITHOUT isolation" in r.stderr
-        set_settings(before.model_copy(update={"isolation": "off"}))
+    with override_settings(isolation="off"):
         r = run_process([sys.executable, "-c", "print(1)"], cwd=tmp_path, limits=Limits(isolate_network=True))
         assert r.ok and r.stdout.strip() == "1" and "--no-isolation" in (r.warning or "")
         report = render_report(capability_report(probe=False))
         assert "Sandbox (bubblewrap) for every job: NO: OFF" in report
-    finally:
-        set_settings(before)
 
 
 def test_capabilities_report_the_sandbox_in_force(kernelscope_home: Path) -> None:
@@ -275,10 +268,8 @@ async def test_two_compile_bombs_at_once_are_stopped_and_the_server_answers(
     levels = "\n".join(f"#define A{i} " + ",".join([f"A{i - 1}"] * 10) for i in range(1, 8))
     bomb = "#define A0 1,1,1,1,1,1,1,1,1,1\n" + levels + "\n__device__ int t[] = {{ A7, A7, A7, {n} }};\n" \
         "__global__ void k(int* o) {{ o[0] = t[threadIdx.x]; }}\n"
-    before = get_settings()
-    set_settings(before.model_copy(update={"compiler_memory_bytes": 512 << 20}))
     answers: list[str] = []
-    try:
+    with override_settings(compiler_memory_bytes=512 << 20):
         async def one(n: int) -> None:
             answers.append(await _compile(client, {"source": bomb.format(n=n)}))
 
@@ -286,30 +277,21 @@ async def test_two_compile_bombs_at_once_are_stopped_and_the_server_answers(
             tg.start_soon(one, 1)
             tg.start_soon(one, 2)
         ok = await client.call_tool("compile", {"source": "__global__ void k(int* o) { o[0] = 1; }\n"})
-    finally:
-        set_settings(before)
     assert len(answers) == 2
     for text in answers:
         assert "compiler memory cap: 512 MiB" in text and "resident" in text, text[-2000:]
     assert not ok.is_error and ok.structured_content["success"] is True
 
 
-def test_the_servers_own_probes_are_trusted_and_labelled_runs_are_not(tmp_path: Path) -> None:
+def test_the_servers_own_probes_are_trusted_and_labelled_runs_are_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not plan_job(["nvidia-smi", "-L"], cwd=tmp_path, env={}).warning or get_settings().isolation == "off"
     assert plan_job(["cu++filt", "_Z1kv"], cwd=tmp_path, env={}).kind == "sass"
-    before = get_settings()
-    set_settings(before.model_copy(update={"isolation": "required"}))
-    try:
-        os.environ["KERNELSCOPE_BWRAP"], saved = str(tmp_path / "none"), os.environ.get("KERNELSCOPE_BWRAP")
+    monkeypatch.setenv("KERNELSCOPE_BWRAP", str(tmp_path / "none"))
+    with override_settings(isolation="required"):
         assert plan_job(["nvidia-smi", "-L"], cwd=tmp_path, env={}).prefix == ()  # a probe still runs
         for kw in ({"kind": "program"}, {"isolate_network": True}):
             with pytest.raises(Exception, match="not available here"):
                 plan_job(["./prog"], cwd=tmp_path, env={}, **kw)  # type: ignore[arg-type]
         with pytest.raises(Exception, match="not available here"):
             plan_job([sys.executable, "-s", "-m", "kernelscope.harness", "c", "r"], cwd=tmp_path, env={})
-    finally:
-        set_settings(before)
-        if saved is None:
-            os.environ.pop("KERNELSCOPE_BWRAP", None)
-        else:
-            os.environ["KERNELSCOPE_BWRAP"] = saved

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from _settings import override_settings
 from mcp import Client
 
-from kernelscope.config import get_settings, set_settings
+from kernelscope.config import get_settings
 from kernelscope.sandbox import forkserver
 from kernelscope.sandbox.isolation import isolation_status
 from kernelscope.server.app import mcp
@@ -76,15 +77,13 @@ def isolated(tmp_path: Path, kernelscope_home: Path) -> Iterator[dict[str, Path]
     cache = kernelscope_home / "build-cache" / "torch-extensions" / "someone-elses"
     cache.mkdir(parents=True, exist_ok=True)
     (cache / "ext.so").write_text(SECRET)
-    before = get_settings()
-    set_settings(before.model_copy(update={"isolation": "required"}))
-    forkserver.shutdown_all()
-    try:
-        yield {"secret": secret, "other": other / "candidate.py", "root": kernelscope_home / "workspaces",
-               "cache": cache.parent, "outside": tmp_path / "written-from-the-job"}
-    finally:
+    with override_settings(isolation="required"):
         forkserver.shutdown_all()
-        set_settings(before)
+        try:
+            yield {"secret": secret, "other": other / "candidate.py", "root": kernelscope_home / "workspaces",
+                   "cache": cache.parent, "outside": tmp_path / "written-from-the-job"}
+        finally:
+            forkserver.shutdown_all()
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _settings import override_settings
 
-from kernelscope.config import get_settings, set_settings
 from kernelscope.models.requests import (
     AnalyzeRequest,
     CompileRequest,
@@ -40,12 +40,8 @@ def _isolated(kernelscope_home: Path) -> Iterator[None]:
     st = isolation_status()
     if not st.available:
         pytest.fail(f"the GPU machine must carry bubblewrap (KERNELSCOPE_BWRAP): {st.detail}")
-    before = get_settings()
-    set_settings(before.model_copy(update={"isolation": "required"}))
-    try:
+    with override_settings(isolation="required"):
         yield
-    finally:
-        set_settings(before)
 
 
 PROBE = r"""
@@ -120,12 +116,8 @@ def test_a_gpu_jobs_memory_is_capped(tmp_path: Path) -> None:
             "  for (;;) { char* p = (char*)malloc(64 << 20); memset(p, 1, 64 << 20); usleep(2000); } }\n")
     c = compile_cuda(CompileRequest(source=bomb, output="executable"))
     assert c.success and c.artifact_id, c.log
-    before = get_settings()
-    set_settings(before.model_copy(update={"job_memory_bytes": 1 << 30}))
-    try:
+    with override_settings(job_memory_bytes=1 << 30):
         r = run_program(ProgramRequest(artifact_id=c.artifact_id, timeout_s=120))
-    finally:
-        set_settings(before)
     text = (r.stderr or "") + str(r.model_dump())
     via = "cgroup v2 memory.max" if job_cgroup_status().available else "the watchdog's resident-size limit"
     assert "job memory cap: 1024 MiB" in text and via in text, text[-2000:]
@@ -143,9 +135,7 @@ def test_ncu_kernel_times_inside_the_sandbox() -> None:
 def test_the_sandbox_costs_little_per_job(tmp_path: Path) -> None:
     """Measures what bwrap adds to starting nvidia-smi (a GPU job's start); printed for BENCHMARKS."""
     def median(mode: str) -> float:
-        before = get_settings()
-        set_settings(before.model_copy(update={"isolation": mode}))
-        try:
+        with override_settings(isolation=mode):
             times = []
             for _ in range(7):
                 t0 = time.perf_counter()
@@ -154,8 +144,6 @@ def test_the_sandbox_costs_little_per_job(tmp_path: Path) -> None:
                 assert r.ok and "GPU" in r.stdout, r.stderr
                 assert (r.isolation is not None) == (mode == "auto")
             return sorted(times)[3]
-        finally:
-            set_settings(before)
 
     isolated, bare = median("auto"), median("off")
     print(f"sandbox overhead per job: {1000 * (isolated - bare):.1f} ms (isolated {1000 * isolated:.1f} ms, "

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _settings import override_settings
 from mcp import Client
 
-from kernelscope.config import get_settings, set_settings
 from kernelscope.sandbox import forkserver
 from kernelscope.sandbox.cgroup import job_cgroup_status
 from kernelscope.sandbox.process import Limits, run_process
@@ -30,12 +30,8 @@ CANDIDATE = (BOMB.replace("while True", "for _ in range(10 ** 6)")
 
 @pytest.fixture
 def capped() -> Iterator[None]:
-    before = get_settings()
-    set_settings(before.model_copy(update={"job_memory_bytes": CAP}))
-    try:
+    with override_settings(job_memory_bytes=CAP):
         yield
-    finally:
-        set_settings(before)
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _settings import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelscope.artifacts import get_store
-from kernelscope.config import Settings, get_settings, set_settings, settings_from_env
+from kernelscope.config import Settings, settings_from_env
 from kernelscope.errors import InputError
 from kernelscope.models import KernelSassStats, SassResult
 from kernelscope.models.requests import CompileRequest
@@ -37,11 +38,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module", autouse=True)
 def isolated_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    before = get_settings()
-    s = settings_from_env(home=tmp_path_factory.mktemp("ks-sass"), roots=[str(REPO)])
-    set_settings(s)
-    yield s
-    set_settings(before)
+    with override_settings(settings_from_env(home=tmp_path_factory.mktemp("ks-sass"), roots=[str(REPO)])) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -269,9 +267,6 @@ def test_uploaded_garbage_is_refused(build: Callable[..., str], isolated_store: 
     real = get_store().require(build("copy_scalar")).path("cubin").read_bytes()  # type: ignore[union-attr]
     with pytest.raises(InputError, match="nvdisasm"):
         sass_for_cubin_bytes(real[:200])  # a CUDA ELF header with the rest cut off
-    set_settings(isolated_store.model_copy(update={"max_binary_bytes": 100}))
-    try:
-        with pytest.raises(InputError, match="limited to 100 bytes"):
-            sass_for_cubin_bytes(real)
-    finally:
-        set_settings(isolated_store)
+    with (override_settings(isolated_store, max_binary_bytes=100),
+          pytest.raises(InputError, match="limited to 100 bytes")):
+        sass_for_cubin_bytes(real)

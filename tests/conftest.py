@@ -2,8 +2,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from kernelscope.measure.cupti import CuptiPaths
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -44,6 +48,23 @@ def kernelscope_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["KERNELSCOPE_ALLOWED_ROOTS"] = os.pathsep.join(roots)
     set_settings(settings_from_env(home=home, roots=roots))
     return home
+
+
+@pytest.fixture(scope="module")
+def cupti_build_paths() -> CuptiPaths:
+    """The CUPTI headers and library to build the collector or the tracer against, with nvcc to build them;
+    the test is skipped, saying which is missing, where either is."""
+    from kernelscope.errors import NotAvailable
+    from kernelscope.measure.cupti import cupti_paths
+    from kernelscope.toolkit.toolchain import ToolMissing, require
+
+    try:
+        require("nvcc")
+        return cupti_paths()
+    except ToolMissing as e:
+        pytest.skip(f"no nvcc here to build CUPTI code with: {e.note}")
+    except NotAvailable as e:
+        pytest.skip(f"CUPTI is not installed here ({e.why})")
 
 
 @pytest.fixture

@@ -18,25 +18,14 @@ from kernelscope.config import Settings
 from kernelscope.errors import NotAvailable
 from kernelscope.measure import cupti
 from kernelscope.measure.cupti import LIBRARY_NAME, CuptiPaths, build_tracer, cupti_paths, tracer_env
-from kernelscope.toolkit.toolchain import ToolMissing, require
+from kernelscope.toolkit.toolchain import require
 
 REAL_WHEEL_ROOTS = cupti._wheel_roots
 KINDS = {"concurrent_kernel", "memcpy", "memset", "runtime", "driver", "synchronization", "marker"}
 
 
 @pytest.fixture(scope="module")
-def paths() -> CuptiPaths:
-    try:
-        require("nvcc")
-        return cupti_paths()
-    except ToolMissing as e:
-        pytest.skip(f"no nvcc here to build the tracer with: {e.note}")
-    except NotAvailable as e:
-        pytest.skip(f"CUPTI is not installed here ({e.why})")
-
-
-@pytest.fixture(scope="module")
-def tracer(paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tracer(cupti_build_paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("cupti-home")
     return build_tracer(Settings(home=home, allowed_roots=[home]))
 
@@ -186,15 +175,16 @@ int main() {
 """
 
 
-def test_record_formats_and_json_escaping(paths: CuptiPaths, tmp_path: Path) -> None:
+def test_record_formats_and_json_escaping(cupti_build_paths: CuptiPaths, tmp_path: Path) -> None:
     """Compile the tracer's own formatting code into a small program and feed it synthetic records."""
     (tmp_path / "harness.cpp").write_text(HARNESS)
     link = tmp_path / "link"
     link.mkdir()
-    (link / "libcupti.so").symlink_to(paths.library)
-    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(paths.include_dir),
+    (link / "libcupti.so").symlink_to(cupti_build_paths.library)
+    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(cupti_build_paths.include_dir),
                         "-I", str(cupti.SOURCE.parent), "harness.cpp", "-o", "harness", "-L", str(link), "-lcupti",
-                        f"-Xlinker=-rpath,{paths.lib_dir}"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                        f"-Xlinker=-rpath,{cupti_build_paths.lib_dir}"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert b.returncode == 0, b.stderr
     r = subprocess.run([str(tmp_path / "harness")], capture_output=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -222,7 +212,7 @@ def test_record_formats_and_json_escaping(paths: CuptiPaths, tmp_path: Path) -> 
     assert len(rest) == 9  # the unknown kind wrote nothing
 
 
-def test_tracer_env(paths: CuptiPaths, tmp_path: Path) -> None:
+def test_tracer_env(cupti_build_paths: CuptiPaths, tmp_path: Path) -> None:
     lib = tmp_path / LIBRARY_NAME
     env = tracer_env(lib, tmp_path / "trace")
     assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(lib),
@@ -280,7 +270,7 @@ def test_discovery_layouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert p.include_dir == wheel / "include" and p.library == wheel / "lib" / "libcupti.so.13"
 
 
-def test_compiler_errors_are_not_available_with_the_output(paths: CuptiPaths, tmp_path: Path,
+def test_compiler_errors_are_not_available_with_the_output(cupti_build_paths: CuptiPaths, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     broken = tmp_path / "cupti_trace.cpp"
     broken.write_text('#include <cupti.h>\nextern "C" int InitializeInjection(void) { return no_such_name; }\n')

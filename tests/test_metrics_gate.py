@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from kernelscope.config import Settings
-from kernelscope.errors import NotAvailable
 from kernelscope.measure import cupti
 from kernelscope.measure.collector import collector_env, load_collected
-from kernelscope.measure.cupti import CuptiPaths, build_metrics_collector, cupti_paths
-from kernelscope.toolkit.toolchain import ToolMissing, require
+from kernelscope.measure.cupti import CuptiPaths, build_metrics_collector
+from kernelscope.toolkit.toolchain import require
 
 PROGRAM = r"""
 #include "cupti_metrics.cpp"
@@ -85,27 +84,16 @@ int main(int argc, char** argv) {
 
 
 @pytest.fixture(scope="module")
-def paths() -> CuptiPaths:
-    try:
-        require("nvcc")
-        return cupti_paths()
-    except ToolMissing as e:
-        pytest.skip(f"no nvcc here to build the collector with: {e.note}")
-    except NotAvailable as e:
-        pytest.skip(f"CUPTI is not installed here ({e.why})")
-
-
-@pytest.fixture(scope="module")
-def program(paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def program(cupti_build_paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("gate")
     (tmp / "gate.cpp").write_text(PROGRAM)
     link = tmp / "link"
     link.mkdir()
-    (link / "libcupti.so").symlink_to(paths.library)
-    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(paths.include_dir),
+    (link / "libcupti.so").symlink_to(cupti_build_paths.library)
+    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(cupti_build_paths.include_dir),
                         "-I", str(cupti.METRICS_SOURCE.parent), "gate.cpp", "-o", "gate", "-L", str(link), "-lcupti",
-                        "-ldl", f"-Xlinker=-rpath,{paths.lib_dir}"], capture_output=True, text=True, cwd=tmp,
-                       timeout=600)
+                        "-ldl", f"-Xlinker=-rpath,{cupti_build_paths.lib_dir}"],
+                       capture_output=True, text=True, cwd=tmp, timeout=600)
     assert b.returncode == 0, b.stderr[-3000:]
     return tmp / "gate"
 
@@ -136,7 +124,7 @@ def test_a_range_that_never_opened_is_told_apart(program: Path, tmp_path: Path) 
     assert got.ended and got.gated and got.gate_opened == 0 and got.launches_seen == 0 and not got.configs
 
 
-def test_the_collector_builds_with_the_gate(paths: CuptiPaths, tmp_path: Path) -> None:
+def test_the_collector_builds_with_the_gate(cupti_build_paths: CuptiPaths, tmp_path: Path) -> None:
     """The injection library itself (the project's build) compiles, links and loads here."""
     lib = build_metrics_collector(Settings(home=tmp_path, allowed_roots=[tmp_path]))
     assert lib.read_bytes()[:4] == b"\x7fELF"

@@ -62,3 +62,29 @@ def test_imports_inside_functions_are_only_optional_dependencies(path: Path) -> 
                 for name in _imported(node):
                     top = name.split(".")[0]
                     assert top in LAZY_OK, f"{path.name}: {fn.name} imports {name} (line {node.lineno})"
+
+
+# The scripts outside the package that import it and run only where a GPU is (the fixtures' regenerate scripts,
+# the benchmarks): CI never runs them, so a rename in the package would leave them broken unseen.
+SCRIPTS = sorted([*ROOT.glob("benchmarks/*.py"), *(p for p in ROOT.glob("tests/fixtures/**/*.py")
+                                                   if "kernelbench/level" not in p.as_posix())])
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_scripts_import_only_names_the_package_has(path: Path) -> None:
+    """Every `from kernelscope.x import y` in a benchmark or fixture script names a module and a name that
+    exist, wherever in the script it stands."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("kernelscope"):
+            try:
+                mod = importlib.import_module(node.module or "")
+            except ImportError as e:
+                missing.append(f"line {node.lineno}: {node.module}: {e}")
+                continue
+            missing += [f"line {node.lineno}: {node.module}.{a.name}" for a in node.names
+                        if not hasattr(mod, a.name) and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+    assert not missing, f"{path.relative_to(ROOT)} imports what the package does not have:\n" + "\n".join(missing)

@@ -12,7 +12,8 @@ or any folder of KernelBench-format problems (tests/fixtures/kernelbench runs on
 Each problem's reference goes through the run tool's eval path (the tools layer, as the other benchmarks)
 with ``ModelNew`` = ``Model``: the expected answer is correct outputs and the delegation check's
 ``invalid`` (it hands everything to PyTorch), with the speed verdict beside it. Per problem the table has
-the answer's status and verdict, its wall time, and the GPU's peak memory use while it ran (NVML, sampled
+the answer's status and verdict, its wall time, the harness' own peak (PyTorch's caching allocator, exact) and
+the GPU's peak memory use while it ran (NVML, sampled
 every 20 ms, less the use before it: the sandboxed evaluation's whole footprint, CUDA context included).
 Results are appended to the JSONL file as each problem finishes; a rerun skips the problems already there.
 The summary line counts harness errors, out-of-memory answers and too-large answers.
@@ -111,6 +112,7 @@ def sweep_one(prob: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {"key": prob.key, "outcome": classify(ev), "status": ev.get("status"), "verdict": ev.get("verdict"),
             "speed_verdict": eager.get("verdict"), "wall_s": round(time.monotonic() - t0, 2),
             "peak_gpu_mib": round(mem.peak / 2**20) if mem.peak is not None else None,
+            "torch_peak_mib": ev.get("gpu_memory_peak_mib"),
             "reference_us": ((ev.get("timings") or {}).get("reference") or {}).get("median_us"),
             "flags": [f.get("id") for f in ev.get("flags") or []], "notes": (ev.get("notes") or [])[:3],
             "error": (ev.get("error") or "")[:400] or None, "device": args.device}
@@ -172,9 +174,11 @@ def main() -> None:
               f"peak {rec['peak_gpu_mib']} MiB", file=sys.stderr, flush=True)
     rows = [done[p.key] for p in problems if p.key in done]
     print(f"\nKernelBench references as their own candidates ({device_line()}, {args.device}):")
-    print(table(["problem", "outcome", "status", "verdict", "speed", "wall s", "peak GPU MiB", "flags"],
+    print(table(["problem", "outcome", "status", "verdict", "speed", "wall s", "peak GPU MiB", "torch peak MiB",
+                 "flags"],
                 [[r["key"], r["outcome"], r["status"], r["verdict"], r["speed_verdict"] or "-", r["wall_s"],
-                  r["peak_gpu_mib"] if r["peak_gpu_mib"] is not None else "-", ",".join(r["flags"]) or "-"]
+                  r["peak_gpu_mib"] if r["peak_gpu_mib"] is not None else "-",
+                  r.get("torch_peak_mib") if r.get("torch_peak_mib") is not None else "-", ",".join(r["flags"]) or "-"]
                  for r in rows]))
     print("\n" + summary_line(rows) + (f" ({len(problems) - len(rows)} of {len(problems)} not swept yet: rerun "
                                          "to go on)" if len(rows) < len(problems) else ""))

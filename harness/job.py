@@ -5,6 +5,7 @@ a profiler range)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -64,6 +65,7 @@ class Harness:
         self.integrity = Integrity(torch, self.cuda, self.findings, allow_tf32=self.cfg.allow_tf32)
         self.guard = StateGuard(torch, self.cuda, self.findings)
         self.plan: MemoryPlan | None = None
+        self.peak_reserved = 0  # the caching allocator's peak, over the resets reference_outputs makes
         self.own_kernels = OwnKernels()  # the kernels the candidate's sources define (delegation.py)
         self.delegation: dict[str, Any] | None = None
         self.ctx = JobContext(self.cfg, self.findings, self.integrity.originals, self.device, self.cuda)
@@ -197,6 +199,7 @@ class Harness:
         peak during the call, less its outputs; 0 on the CPU)."""
         ref_in = Inputs.clone(inputs)
         if self.cuda:
+            self.note_peak()  # before the reset below forgets it
             torch.cuda.reset_peak_memory_stats(self.device)
             before = torch.cuda.memory_allocated(self.device)
         with blame("reference", "forward"):
@@ -207,6 +210,12 @@ class Harness:
             return ref_out, 0
         peak = torch.cuda.max_memory_allocated(self.device) - before
         return ref_out, max(0, peak - tensor_bytes(ref_out))
+
+    def note_peak(self) -> int:
+        """The most GPU memory PyTorch's caching allocator has held in this job so far (bytes; 0 on the CPU)."""
+        if self.cuda:
+            self.peak_reserved = max(self.peak_reserved, int(torch.cuda.max_memory_reserved(self.device)))
+        return self.peak_reserved
 
     def memory_plan(self, inputs: list[Any], ref_out: list[Any], work: int) -> MemoryPlan:
         """What the trials and the timing keep, against the GPU memory free now (see ``memory.plan``)."""
@@ -360,6 +369,9 @@ def run_job(cfg_path: str, out_path: str, child: ChildStart | None = None) -> in
         result["flags"] = h.findings.flags_json()
         result["notes"] = h.findings.notes
         result["phases_s"] = h.phases.seconds
+        if h.cuda:
+            with contextlib.suppress(Exception):  # a broken context after a failure: no figure, still an answer
+                result["gpu_memory_peak_mib"] = round(h.note_peak() / 2**20)
     if child is not None and child.notes:
         result["notes"] = child.notes + result.get("notes", [])
     result["harness_wall_s"] = perf_counter() - t0

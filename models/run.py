@@ -126,6 +126,10 @@ class EvalResult(BaseModel):
     wall_s: float = Field(0.0, description="Whole evaluation, process start to result.")
     harness_wall_s: float | None = None
     phases_s: dict[str, float] = Field(default_factory=dict, description="Harness time per phase (seconds).")
+    gpu_memory_peak_mib: int | None = Field(
+        None, description="The most GPU memory PyTorch's caching allocator held during the job (MiB; GPU jobs only): "
+                          "reference, candidate, inputs and the harness' copies. The CUDA context and memory allocated "
+                          "outside PyTorch (CuPy, cudaMalloc in an extension) are not in it.")
     overhead_s: dict[str, float] = Field(
         default_factory=dict, description="Time outside the harness (seconds): prepare (sources, workspace, build), "
                                           "lease (asking for and waiting on the worker), spawn (job handed over to "

@@ -203,3 +203,30 @@ def test_the_answer_says_a_harness_error_is_not_the_candidates() -> None:
     assert "the harness itself failed (nothing is known about the candidate)" in text and "INCORRECT" not in text
     big = parse_harness_result({"status": "too-large", "verdict": "inconclusive", "error": "too large for ..."})
     assert "too large for this GPU with these settings" in eval_summary(big)
+
+
+def test_the_harness_peak_memory_reaches_the_answer() -> None:
+    """The harness' own peak (PyTorch's caching allocator over the job, GPU jobs only) is in the typed answer;
+    a CPU job and an older harness result have none."""
+    from kernelscope.tools.run_answer import parse_harness_result
+
+    assert parse_harness_result({"status": "ok", "verdict": "inconclusive",
+                                 "gpu_memory_peak_mib": 16384}).gpu_memory_peak_mib == 16384
+    assert parse_harness_result({"status": "ok", "verdict": "inconclusive"}).gpu_memory_peak_mib is None
+    h = job.Harness({"device": "cpu", "reference_path": "", "candidate_path": ""})
+    assert h.note_peak() == 0
+
+
+@pytest.mark.gpu
+def test_the_peak_covers_the_resets_of_the_reference_outputs() -> None:
+    """On a GPU: a 256 MiB tensor held and freed before reference_outputs resets the allocator's peak statistics
+    still counts in the job's peak."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    h = job.Harness({"device": "cuda:0", "reference_path": "", "candidate_path": ""})
+    big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda:0")
+    del big
+    h.reference_outputs(lambda x: x * 2, [torch.ones(4, device="cuda:0")])
+    assert h.note_peak() >= 256 << 20

@@ -88,6 +88,7 @@ def parse_harness_result(raw: dict, *, stderr_tail: str | None = None) -> EvalRe
             flags=[CheatFlag(**f) for f in raw.get("flags", [])], notes=raw.get("notes", []),
             ops=raw.get("ops") or {}, harness_wall_s=raw.get("harness_wall_s"),
             phases_s=raw.get("phases_s") or {}, traceback=raw.get("traceback"), samples_us=raw.get("samples_us"),
+            gpu_memory_peak_mib=raw.get("gpu_memory_peak_mib"),
             stderr_tail=stderr_tail if raw.get("status") != "ok" else None,
         )
     except ValidationError as e:

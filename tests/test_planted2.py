@@ -258,6 +258,9 @@ def test_the_suite_page_lists_every_case_in_its_part() -> None:
     split = P2.read_split()
     for c in CASES:
         assert f"| {c.id} | {split[c.id]} |" in page, f"docs/planted.md: no row for {c.id} ({split[c.id]})"
+        if c.classes:  # the expected classes as case.json has them
+            row = f"| {c.id} | {split[c.id]} | `{c.kernel}` | {' or '.join(c.classes)} |"
+            assert row in page, f"docs/planted.md: {c.id}'s row should begin {row}"
 
 
 def test_a_single_capture_replays_as_both_stages(tmp_path: Path) -> None:

@@ -49,6 +49,11 @@ def tolerance(cfg: Config, dtype: Any) -> tuple[float, float]:
     return (cfg.rtol if cfg.rtol is not None else rtol), (cfg.atol if cfg.atol is not None else atol)
 
 
+def out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is CUDA running out of memory, raised directly or attributed to a party (``blame``)."""
+    return isinstance(getattr(e, "cause", e), torch.cuda.OutOfMemoryError)
+
+
 def release_memory() -> None:
     """Give back what an out-of-memory exception held: its traceback holds the frames it unwound, with their
     tensors, and wherever it sits in a reference cycle they stay allocated until the cyclic collector runs. The
@@ -72,7 +77,7 @@ class Inputs:
         try:
             raw = self._generate(ref, seed)
         except Attributed as e:
-            if not isinstance(e.cause, torch.cuda.OutOfMemoryError):
+            if not out_of_memory(e):
                 raise
             oom = True
         else:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.harness.correctness import compare, flatten, release_memory, tolerance
+from kernelscope.harness.correctness import compare, flatten, out_of_memory, release_memory, tolerance
 from kernelscope.harness.memory import CHUNK_ELEMENTS
 from kernelscope.harness.protocol import Config, Findings
 
@@ -188,10 +188,6 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     return out
 
 
-def _out_of_memory(e: BaseException) -> bool:
-    return isinstance(getattr(e, "cause", e), torch.cuda.OutOfMemoryError)
-
-
 def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config, findings: Findings,
           sync: Callable[[], None], transforms: list[tuple[str, Transform]] | None = None,
           call: Call | None = None) -> list[dict[str, Any]]:
@@ -206,7 +202,7 @@ def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg
         try:
             results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call, fp64))
         except Exception as e:
-            if not (oom := _out_of_memory(e)):  # the candidate raised on inputs the reference accepts
+            if not (oom := out_of_memory(e)):  # the candidate raised on inputs the reference accepts
                 results.append({"transform": name, "outcome": "failed", "error": f"{type(e).__name__}: {e}"})
             else:  # the extra copies do not fit: the harness's limit, not a failure
                 results.append({"transform": name, "outcome": "skipped", "error": "out of GPU memory for the copies"})

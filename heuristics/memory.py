@@ -420,10 +420,10 @@ def _cache(k: KernelProfile, run: Run) -> Iterable[Finding]:
       description="L2 misses most requests although the kernel asks for more data than it fetches from DRAM.",
       thresholds={"max_l2_hit_pct": 35.0, "min_dram_pct": 30.0},
       metrics=("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sector_hit_rate.pct",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed"), explains=("memory.dram-saturated",))
+               DRAM_PCT), explains=("memory.dram-saturated",))
 def _l2(k: KernelProfile, run: Run) -> Iterable[Finding]:
     l2, req = k.l2_hit_rate_pct, k.num("lts__t_sectors_srcunit_tex_op_read.sum")
-    dram, dram_pct = k.dram_bytes_read, k.num("dram__throughput.avg.pct_of_peak_sustained_elapsed")
+    dram, dram_pct = k.dram_bytes_read, k.num(DRAM_PCT)
     if l2 is None or req is None or not dram or dram_pct is None:
         return
     if l2 > run.th["max_l2_hit_pct"] or dram_pct < run.th["min_dram_pct"]:

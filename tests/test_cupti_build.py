@@ -13,12 +13,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _cupti import build_with_cupti
 
 from kernelscope.config import Settings
 from kernelscope.errors import NotAvailable
 from kernelscope.measure import cupti
 from kernelscope.measure.cupti import LIBRARY_NAME, CuptiPaths, build_tracer, cupti_paths, tracer_env
-from kernelscope.toolkit.toolchain import require
 
 REAL_WHEEL_ROOTS = cupti._wheel_roots
 KINDS = {"concurrent_kernel", "memcpy", "memset", "runtime", "driver", "synchronization", "marker"}
@@ -177,16 +177,8 @@ int main() {
 
 def test_record_formats_and_json_escaping(cupti_build_paths: CuptiPaths, tmp_path: Path) -> None:
     """Compile the tracer's own formatting code into a small program and feed it synthetic records."""
-    (tmp_path / "harness.cpp").write_text(HARNESS)
-    link = tmp_path / "link"
-    link.mkdir()
-    (link / "libcupti.so").symlink_to(cupti_build_paths.library)
-    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(cupti_build_paths.include_dir),
-                        "-I", str(cupti.SOURCE.parent), "harness.cpp", "-o", "harness", "-L", str(link), "-lcupti",
-                        f"-Xlinker=-rpath,{cupti_build_paths.lib_dir}"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert b.returncode == 0, b.stderr
-    r = subprocess.run([str(tmp_path / "harness")], capture_output=True, timeout=60, cwd=tmp_path)
+    exe = build_with_cupti(cupti_build_paths, tmp_path, "harness", HARNESS, cupti.SOURCE.parent, timeout_s=300)
+    r = subprocess.run([str(exe)], capture_output=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     recs = [json.loads(ln) for ln in r.stdout.decode("utf-8").splitlines()]  # strict UTF-8: must decode
     strs = [x["v"] for x in recs if x["t"] == "str"]

@@ -10,12 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _cupti import build_with_cupti
 
 from kernelscope.config import Settings
 from kernelscope.measure import cupti
 from kernelscope.measure.collector import collector_env, load_collected
 from kernelscope.measure.cupti import CuptiPaths, build_metrics_collector
-from kernelscope.toolkit.toolchain import require
 
 PROGRAM = r"""
 #include "cupti_metrics.cpp"
@@ -85,17 +85,8 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def program(cupti_build_paths: CuptiPaths, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("gate")
-    (tmp / "gate.cpp").write_text(PROGRAM)
-    link = tmp / "link"
-    link.mkdir()
-    (link / "libcupti.so").symlink_to(cupti_build_paths.library)
-    b = subprocess.run([str(require("nvcc")), "-std=c++17", "-O1", "-I", str(cupti_build_paths.include_dir),
-                        "-I", str(cupti.METRICS_SOURCE.parent), "gate.cpp", "-o", "gate", "-L", str(link), "-lcupti",
-                        "-ldl", f"-Xlinker=-rpath,{cupti_build_paths.lib_dir}"],
-                       capture_output=True, text=True, cwd=tmp, timeout=600)
-    assert b.returncode == 0, b.stderr[-3000:]
-    return tmp / "gate"
+    return build_with_cupti(cupti_build_paths, tmp_path_factory.mktemp("gate"), "gate", PROGRAM,
+                            cupti.METRICS_SOURCE.parent, libs=("-ldl",))
 
 
 def _end(program: Path, tmp: Path, scenario: str, gated: bool) -> Path:

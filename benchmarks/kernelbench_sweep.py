@@ -16,7 +16,10 @@ the answer's status and verdict, its wall time, the harness' own peak (PyTorch's
 the GPU's peak memory use while it ran (NVML, sampled
 every 20 ms, less the use before it: the sandboxed evaluation's whole footprint, CUDA context included).
 Results are appended to the JSONL file as each problem finishes; a rerun skips the problems already there.
-The summary line counts harness errors, out-of-memory answers and too-large answers.
+The summary line counts harness errors, out-of-memory answers and too-large answers, and names every
+reference that drew a flag other than the delegation check's: a reference run as its own candidate is
+honest by construction, so any other flag (a distribution failure, a pointer-cache or global-state flag)
+is a false positive of a cheat check, which an honest candidate for that problem would get too.
 """
 
 from __future__ import annotations
@@ -128,13 +131,25 @@ def load_done(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+# what the reference as its own candidate is expected to draw: it hands every operator back to PyTorch
+DELEGATION_FLAGS = frozenset({"reference-ops", "shared-torch-ops"})
+
+
+def false_flags(row: dict[str, Any]) -> list[str]:
+    """The flags a reference drew as its own candidate beyond the delegation check's: false positives."""
+    return [f for f in row.get("flags") or [] if f not in DELEGATION_FLAGS]
+
+
 def summary_line(rows: list[dict[str, Any]]) -> str:
     count = {k: sum(r["outcome"] == k for r in rows) for k in ("ok", "harness-error", "oom", "too-large")}
     other = len(rows) - sum(count.values())
     large = [f"{r['key']} ({r['error']})" for r in rows if r["outcome"] == "too-large"]
+    wrong = [f"{r['key']} ({','.join(false_flags(r))})" for r in rows if false_flags(r)]
     return (f"{len(rows)} problems: {count['ok']} judged correct, {count['harness-error']} harness errors, "
-            f"{count['oom']} out of memory, {count['too-large']} too large, {other} other"
-            + (f"; too large: {'; '.join(large)}" if large else ""))
+            f"{count['oom']} out of memory, {count['too-large']} too large, {other} other, "
+            f"{len(wrong)} with a false flag"
+            + (f"; too large: {'; '.join(large)}" if large else "")
+            + (f"; false flags: {'; '.join(wrong)}" if wrong else ""))
 
 
 def main() -> None:

@@ -52,6 +52,11 @@ TRANSFORMS: list[tuple[str, Transform]] = [
     (LAYOUT, _strided),
 ]
 Call = Callable[[str], AbstractContextManager[Any]]
+RefCall = Callable[..., AbstractContextManager[Any]]  # the guard's ``reference(replay=False)``
+
+
+def _plain(replay: bool = False) -> AbstractContextManager[Any]:
+    return nullcontext()
 
 
 def transform_inputs(inputs: list[Any], fn: Transform) -> list[Any]:
@@ -134,7 +139,7 @@ class Float64:
 
 
 def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: list[tuple[float, float]],
-                    cfg: Config) -> str | None:
+                    cfg: Config, reference: RefCall = _plain) -> str | None:
     """Why the reference itself is unreliable on these inputs (its native output against the same model
     in float64 differs by more than the tolerance), or None; None also where no float64 run is possible."""
     if not any(_floating(o) and o.dtype != torch.float64 for o in native):
@@ -144,7 +149,7 @@ def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: l
     if (model64 := fp64.get()) is None:
         return None
     try:
-        with torch.no_grad():
+        with torch.no_grad(), reference(replay=True):  # the same random draws as the native run
             exact = flatten(model64(*[x.double() if _floating(x) else x for x in inputs]))
         exact = [e.to(n.dtype) if _floating(e) and _floating(n) else e for e, n in zip(exact, native, strict=True)]
     except Exception:  # no float64 kernel, or no memory for it: no verdict on the conditioning
@@ -156,7 +161,8 @@ def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: l
 
 
 def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_model: Any, cfg: Config,
-          sync: Callable[[], None], call: Call | None = None, fp64: Float64 | None = None) -> dict[str, Any]:
+          sync: Callable[[], None], call: Call | None = None, fp64: Float64 | None = None,
+          reference: RefCall = _plain) -> dict[str, Any]:
     """One transformed trial: ``{"transform", "outcome": ok|failed|skipped, "error"?, "atol"?}``."""
     ref_in = transform_inputs(inputs, fn)
     try:  # each side gets its own transformed copies (the layout transform keeps its strides)
@@ -164,7 +170,8 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
             own = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]  # a reference may write them
             original = [magnitude(o) for o in flatten(ref_model(*own))]
             del own
-            ref_out = flatten(ref_model(*ref_in))
+            with reference():  # the candidate's call below draws what this one draws
+                ref_out = flatten(ref_model(*ref_in))
         sync()
     except torch.cuda.OutOfMemoryError:
         raise
@@ -173,7 +180,7 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
     if not _finite(ref_out):
         return {"transform": name, "outcome": "skipped", "error": "reference output not finite"}
     tols = scaled_tolerances(cfg, original, ref_out)
-    if (why := ill_conditioned(fp64 or Float64(ref_model), ref_in, ref_out, tols, cfg)) is not None:
+    if (why := ill_conditioned(fp64 or Float64(ref_model), ref_in, ref_out, tols, cfg, reference)) is not None:
         return {"transform": name, "outcome": "skipped", "error": why}
     del ref_in
     cand_in = transform_inputs(inputs, fn)
@@ -190,17 +197,17 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
 
 def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config, findings: Findings,
           sync: Callable[[], None], transforms: list[tuple[str, Transform]] | None = None,
-          call: Call | None = None) -> list[dict[str, Any]]:
+          call: Call | None = None, reference: RefCall = _plain) -> list[dict[str, Any]]:
     """Every transform on fresh seeded inputs; the first value-transform failure raises a ``distribution``
     flag, a layout failure a ``non-contiguous-inputs`` review flag. ``call``: the context each candidate
-    call runs in (the harness's state guard)."""
+    call runs in (the harness's state guard); ``reference``: the one each compared reference call runs in."""
     results: list[dict[str, Any]] = []
     fp64 = Float64(ref_model)
     for k, (name, fn) in enumerate(transforms if transforms is not None else TRANSFORMS):
         inputs = make(cfg.seed + 5000 + k)
         oom = False
         try:
-            results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call, fp64))
+            results.append(trial(name, fn, inputs, ref_model, cand_model, cfg, sync, call, fp64, reference))
         except Exception as e:
             if not (oom := out_of_memory(e)):  # the candidate raised on inputs the reference accepts
                 results.append({"transform": name, "outcome": "failed", "error": f"{type(e).__name__}: {e}"})

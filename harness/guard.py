@@ -9,6 +9,11 @@
   stream are snapshotted before and restored after every candidate call, so the reference is always
   checked and timed in the harness's own state. The candidate keeps the flags it set (they are applied
   again before each of its calls), and a candidate that changes anything is flagged once, naming what.
+- Random draws inside forward: a reference may draw from the RNG in its forward (KernelBench's LSTM draws
+  its initial states with ``torch.randn``). A candidate call that follows a reference call on the same
+  inputs (a correctness trial, a distribution trial, the pointer-cache probe) starts from the RNG state
+  that reference call started from, so both draw the same numbers; and drawing is a change of state only
+  where the reference does not draw itself (or where the candidate draws differently from it).
 """
 
 from __future__ import annotations
@@ -100,14 +105,46 @@ class StateGuard:
         self.stream = torch.cuda.current_stream() if cuda else None
         self.changed: dict[str, str] = {}  # what the candidate changed -> "before -> after"
         self._rng: tuple[Any, Any] | None = None
+        self._expect: tuple[Any, Any] | None = None  # the RNG state the candidate's call should end in
+        self._pending: tuple[tuple[Any, Any], tuple[Any, Any]] | None = None  # the last reference call's
+        self.reference_draws = False  # start and end RNG states, and whether the reference's forward draws
 
     def _rng_state(self) -> tuple[Any, Any]:
         return self.torch.get_rng_state(), (self.torch.cuda.get_rng_state() if self.cuda else None)
 
+    def _set_rng(self, state: tuple[Any, Any]) -> None:
+        self.torch.set_rng_state(state[0])
+        if state[1] is not None:
+            self.torch.cuda.set_rng_state(state[1])
+
+    def _same_rng(self, a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+        return bool(self.torch.equal(a[0], b[0]) and (a[1] is None or self.torch.equal(a[1], b[1])))
+
+    @contextmanager
+    def reference(self, replay: bool = False) -> Iterator[None]:
+        """One call of the reference's forward whose outputs the next candidate call is compared with: the
+        candidate's call will start from the RNG state this one started from. ``replay``: another reference
+        run in the same pairing (the float64 copy): it starts from that state too and changes no pairing."""
+        if replay and self._pending is not None:
+            self._set_rng(self._pending[0])
+        start = self._rng_state()
+        yield
+        end = self._rng_state()
+        if not replay:
+            self._pending = (start, end)
+        if not self._same_rng(start, end):
+            self.reference_draws = True
+
     def enter(self, rng: bool = True) -> None:
         """Before a candidate call: the harness's RNG state saved (``rng``; not around the models'
-        construction, whose parameters are drawn from the job's seed), the candidate's flags applied."""
+        construction, whose parameters are drawn from the job's seed), the candidate's flags applied. Right
+        after a reference call (see ``reference``), the RNG starts where that call started."""
         self._rng = self._rng_state() if rng else None
+        self._expect = self._rng
+        if rng and self._pending is not None:
+            start, self._expect = self._pending
+            self._set_rng(start)
+        self._pending = None
         if self.candidate != self.harness:
             write_flags(self.torch, self.candidate)
 
@@ -125,14 +162,15 @@ class StateGuard:
             if now[k] != self.harness[k]:
                 self._note(k, str(self.harness[k]), str(now[k]))
         self.candidate = now
-        if self._rng is not None:
-            cpu, gpu = self._rng_state()
-            if not self.torch.equal(cpu, self._rng[0]) or (gpu is not None and not self.torch.equal(gpu, self._rng[1])):
-                self._note("RNG state", "saved", "advanced")
-            self.torch.set_rng_state(self._rng[0])
-            if self._rng[1] is not None:
-                self.torch.cuda.set_rng_state(self._rng[1])
-            self._rng = None
+        if self._rng is not None and self._expect is not None:
+            end = self._rng_state()
+            if not self._same_rng(end, self._expect):
+                if self._expect is not self._rng:  # paired with a reference call
+                    self._note("RNG state", "drawn as the reference draws", "drawn differently")
+                elif not self.reference_draws:
+                    self._note("RNG state", "saved", "advanced")
+            self._set_rng(self._rng)
+            self._rng = self._expect = None
         if now != self.harness:
             write_flags(self.torch, self.harness)
 

@@ -95,8 +95,9 @@ class Harness:
         if corr["correct"]:  # distribution trials and the runtime probes (see distribution.py, probes.py)
             make = lambda seed: self.inputs.make(ref, seed)  # noqa: E731
             args = (make, ref_model, cand_model, cfg, self.findings, self.ctx.sync)
-            result["distribution"] = distribution.check(*args, call=self.guard.call)
-            probes.after_correctness(*args, self.threads_before, call=self.guard.call)
+            result["distribution"] = distribution.check(*args, call=self.guard.call, reference=self.guard.reference)
+            probes.after_correctness(*args, self.threads_before, call=self.guard.call,
+                                     reference=self.guard.reference)
             self.phases.close("distribution_and_probes")
         result["ops"] = self.op_audit(ref, ref_model, cand_model)
         result["delegation"] = self.delegation
@@ -202,7 +203,7 @@ class Harness:
             self.note_peak()  # before the reset below forgets it
             torch.cuda.reset_peak_memory_stats(self.device)
             before = torch.cuda.memory_allocated(self.device)
-        with blame("reference", "forward"):
+        with blame("reference", "forward"), self.guard.reference():
             ref_out = flatten(ref_model(*ref_in))
             self.ctx.sync()
         del ref_in

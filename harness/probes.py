@@ -56,12 +56,42 @@ def check_lazy(outputs: list[Any], findings: Findings) -> None:
             return
 
 
+def _refill(inputs: list[Any], fresh: list[Any]) -> list[Any] | None:
+    """``fresh``'s values written into ``inputs``' own tensors (every tensor: floats, integer indices and
+    targets, boolean masks), so the inputs equal ``fresh`` with the old storage; None where that cannot be
+    (a tensor whose shape or dtype changed between the two draws, or a non-tensor argument that differs)."""
+    if len(inputs) != len(fresh):
+        return None
+    for x, y in zip(inputs, fresh, strict=True):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return None
+        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
+            return None
+        if not isinstance(x, torch.Tensor):
+            try:
+                if not bool(x == y):
+                    return None
+            except Exception:  # containers of tensors, objects without a plain equality
+                return None
+    for x, y in zip(inputs, fresh, strict=True):
+        if isinstance(x, torch.Tensor):
+            x.copy_(y)
+    return inputs
+
+
+def _plain(replay: bool = False) -> AbstractContextManager[Any]:
+    return nullcontext()
+
+
 def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
                         findings: Findings, sync: Callable[[], None],
-                        call: Callable[[str], AbstractContextManager[Any]] | None = None) -> bool:
-    """Call the candidate on inputs, write new values into the very same tensors, call it again: the
-    output must follow the new contents (a cache keyed by pointer or tensor identity does not). ``call``:
-    the context each candidate call runs in (the harness's state guard)."""
+                        call: Callable[[str], AbstractContextManager[Any]] | None = None,
+                        reference: Callable[..., AbstractContextManager[Any]] = _plain) -> bool | None:
+    """Call the candidate on inputs, write new values into the very same tensors (all of them, whatever
+    their dtype), call it again: the output must follow the new contents (a cache keyed by pointer or
+    tensor identity does not). ``call``: the context each candidate call runs in (the harness's state
+    guard); ``reference``: the one the reference's call runs in. None where the probe cannot run (the
+    problem's inputs change shape from one draw to the next), with a note."""
     inputs = make(cfg.seed + 9001)
     fresh = make(cfg.seed + 9002)
     guarded = call or (lambda _: nullcontext())
@@ -70,10 +100,12 @@ def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_m
             first = flatten(cand_model(*inputs))
             sync()
         check_lazy(first, findings)
-        for x, y in zip(inputs, fresh, strict=True):
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                x.copy_(y)
-        ref_out = flatten(ref_model(*[y.clone() if isinstance(y, torch.Tensor) else y for y in fresh]))
+        if _refill(inputs, fresh) is None:
+            findings.notes.append("pointer-cache probe not run: get_inputs() gives inputs of other shapes, "
+                                  "dtypes or values from one call to the next, so they cannot be refilled in place")
+            return None
+        with reference():
+            ref_out = flatten(ref_model(*[y.clone() if isinstance(y, torch.Tensor) else y for y in fresh]))
         with guarded("forward (pointer-cache probe)"):
             second = flatten(cand_model(*inputs))
             sync()
@@ -88,7 +120,8 @@ def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_m
 
 def after_correctness(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
                       findings: Findings, sync: Callable[[], None], threads_before: set[int],
-                      call: Callable[[str], AbstractContextManager[Any]] | None = None) -> None:
+                      call: Callable[[str], AbstractContextManager[Any]] | None = None,
+                      reference: Callable[..., AbstractContextManager[Any]] = _plain) -> None:
     """The probes, in order: pointer-keyed caches (with lazy outputs), then threads left behind."""
-    check_pointer_cache(make, ref_model, cand_model, cfg, findings, sync, call)
+    check_pointer_cache(make, ref_model, cand_model, cfg, findings, sync, call, reference)
     check_threads(threads_before, findings)

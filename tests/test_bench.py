@@ -264,7 +264,8 @@ def test_kernelbench_sweep_on_cpu_resumes(tmp_path: Path) -> None:
     for r in recs:  # the reference as its own candidate: correct, and invalid by the delegation check
         assert r["outcome"] == "ok" and r["status"] in ("ok", "invalid") and r["verdict"] == "invalid"
         assert r["peak_gpu_mib"] is None and r["wall_s"] > 0
-    assert "2 problems: 2 judged correct, 0 harness errors, 0 out of memory, 0 too large" in first.stdout
+    assert ("2 problems: 2 judged correct, 0 harness errors, 0 out of memory, 0 too large, 0 other, "
+            "0 with a false flag") in first.stdout
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert len(jsonl.read_text().splitlines()) == 2 and "level1/19_ReLU" in second.stdout
     # --table: the table of what the file holds, for every problem asked; nothing run, nothing written

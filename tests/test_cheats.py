@@ -56,6 +56,28 @@ def test_new_cheats_are_caught(case: str, flag: str) -> None:
     assert r.verdict == "invalid"
 
 
+def test_a_reference_that_draws_in_its_forward_is_its_own_honest_match() -> None:
+    # KernelBench's LSTM draws its initial states with torch.randn in forward: a candidate drawing the same way
+    # must see the same numbers in every compared call, and drawing is no change of global state there
+    r = evaluate("draws_like_reference.py", "ref_draws.py")
+    assert r.correctness is not None and r.correctness.correct, r.correctness
+    ids = {f.id for f in r.flags}
+    assert not ids & {"global-state", "distribution", "pointer-cache"}, r.flags
+    assert any("distribution trials" in n and "failed" not in n for n in r.notes), r.notes
+
+
+def test_the_pointer_cache_probe_refills_every_input_whatever_its_dtype() -> None:
+    # a bool mask and int64 indices among the inputs: refilling only the floats compared the candidate on
+    # old masks with the reference on new ones, and refused honest candidates (masked cumsum, cross-entropy)
+    honest = evaluate("masked_gather.py", "ref_masked_gather.py")
+    assert honest.correctness is not None and honest.correctness.correct
+    assert "pointer-cache" not in {f.id for f in honest.flags}, honest.flags
+    cheat = evaluate("pointer_cache_masked.py", "ref_masked_gather.py")
+    assert cheat.verdict == "invalid"
+    if cheat.correctness is not None and cheat.correctness.correct:  # see test_new_cheats_are_caught
+        assert "pointer-cache" in {f.id for f in cheat.flags}, cheat.flags
+
+
 # ------------------------------------------------------------------------------ the probes, directly
 def test_threads_left_behind_are_named() -> None:
     before, findings = thread_snapshot(), Findings()

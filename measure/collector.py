@@ -18,7 +18,9 @@ theoretical occupancy and the occupancy limit per resource.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -252,19 +254,34 @@ def load_collected(path: Path) -> Collected:
     return c
 
 
+# runs the measured job with the given environment and limits instead of spawning ``argv`` (the eval harness's
+# fork server: no fresh interpreter, no torch import per analysis)
+Runner = Callable[[dict[str, str], Limits], ProcessResult]
+
+
 def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[str], timeout_s: float,
                   s: Settings, cancel: threading.Event | None, *, max_launches: int = 64,
-                  deep: DeepRequest | None = None, gated: bool = False) -> tuple[ProcessResult, Collected]:
+                  deep: DeepRequest | None = None, gated: bool = False,
+                  runner: Runner | None = None) -> tuple[ProcessResult, Collected]:
     """Run ``argv`` once with the collector injected; (process result, what it collected). ``gated``: only
-    the launches inside the process's profiler range (an eval harness' profiled forward calls)."""
+    the launches inside the process's profiler range (an eval harness' profiled forward calls). ``runner``:
+    runs the job instead of a spawned ``argv``; the library is then copied into the workspace, the one folder
+    of the server's a fork server's job is sure to see (CUDA loads it when the job's process initialises CUDA,
+    which a fork server's job does after the fork)."""
     lib = build_metrics_collector(s)
+    if runner is not None:
+        staged = ws / "collector" / lib.name
+        staged.parent.mkdir(exist_ok=True)
+        shutil.copy2(lib, staged)
+        lib = staged
     out = ws / "metrics"
     out.mkdir(exist_ok=True)
     for old in out.glob("metrics-*.jsonl"):
         old.unlink()
     env = {**env, **collector_env(lib, out, metrics, max_launches=max_launches, deep=deep, gated=gated)}
-    proc = run_process(argv, cwd=ws, env=env, cancel=cancel,
-                       limits=Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True))
+    limits = Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True)
+    proc = runner(env, limits) if runner is not None else run_process(argv, cwd=ws, env=env, cancel=cancel,
+                                                                       limits=limits)
     return proc, load_collected(out)
 
 

@@ -63,16 +63,18 @@ class CollectorRun:
 
 
 def collect_stages(argv: list[str], ws: Path, env: Mapping[str, str], *, timeout_s: float, s: Settings,
-                   cancel: threading.Event | None, launch_count: int | None, gated: bool = False) -> CollectorRun:
+                   cancel: threading.Event | None, launch_count: int | None, gated: bool = False,
+                   runner: collector.Runner | None = None) -> CollectorRun:
     """Both stages' measurements in one run of the program (CUPTI collector): the first launch of each kernel
     and launch configuration with the light metrics, and the first DEEP_MAX of them also with every rule
     family's metrics, the stall reasons and the source passes (PC sampling, SASS metrics). ``gated``: only
-    the launches inside the process's profiler range (the eval harness' profiled forward calls)."""
+    the launches inside the process's profiler range (the eval harness' profiled forward calls). ``runner``:
+    how the job runs instead of a spawned ``argv`` (the eval harness' fork server)."""
     t0 = time.monotonic()
     try:
         proc, got = collector.run_collector(argv, ws, dict(env), COLLECTOR_METRICS, timeout_s, s, cancel,
                                             max_launches=max(launch_count or 64, 1), deep=collector_request(),
-                                            gated=gated)
+                                            gated=gated, runner=runner)
     except NotAvailable as e:
         return CollectorRun(None, notes=[f"the CUPTI collector is not available here ({e}); Nsight Compute "
                                          "measured instead"])

@@ -236,6 +236,9 @@ class AnalyzeRequest(ProfileTarget, Thresholds):
     kernel_regex: KernelRegex = None
     launch_skip: LaunchSkip = 0
     launch_count: int = Field(512, ge=1, le=10_000, description="Launches the light stage profiles.")
+    executor: Internal[Literal["auto", "spawn"]] = Field(
+        "auto", description="eval: auto runs the CUPTI-measured job on the evaluation fork server (no interpreter "
+                            "start, no torch import), falling back to a spawned one; spawn: always a new interpreter.")
     deep_kernels: int | None = Field(
         None, ge=1, le=20, description="Kernels (by total time) diagnosed in depth. Default: every kernel that takes "
                                        "at least min_time_share_pct of the GPU time (at least the 3 longest, at most "

@@ -49,7 +49,9 @@ class Device:
         self.captures: list[tuple[str, list[str]]] = []
         self.collector_runs = 0
         self.gated: list[bool] = []
+        self.forked: list[bool] = []  # per collector run: on the (stand-in) evaluation fork server
         self.collected = collected
+        self.first: list[Collected] = []  # answered, in order, before ``collected``
         self.harness_notes: list[str] = []  # what the eval harness' result.json says, in the measured runs
         self.in_run: Callable[[Path], None] = lambda _ws: None  # what the measured job leaves in its workspace
 
@@ -68,8 +70,11 @@ class Device:
             assert metrics == COLLECTOR_METRICS and env.get("CUDA_VISIBLE_DEVICES") == "0"
             assert k["deep"] == collector_request()  # what the fixtures were captured with
             self.gated.append(k["gated"])
+            self.forked.append(k.get("runner") is not None)
             if isinstance(self.collected, Exception):
                 raise self.collected
+            if self.first:
+                return ProcessResult(argv=argv, returncode=-9), self.first.pop(0)
             self.harness_answer(ws)
             self.in_run(ws)
             return ProcessResult(argv=argv, returncode=0), self.collected
@@ -88,6 +93,7 @@ class Device:
         monkeypatch.setattr(profiling, "_trace_stage", trace_stage)
         monkeypatch.setattr(profiling, "run_capture", run_capture)
         monkeypatch.setattr(metrics_mod, "run_collector", run_collector)
+        monkeypatch.setattr(profiling, "get_fork_server", lambda *_a, **_k: object())  # never started here
 
     def harness_answer(self, ws: Path) -> None:
         if self.harness_notes and (ws / "config.json").is_file():  # an eval target: the harness ran in ws
@@ -217,7 +223,8 @@ def test_an_eval_candidate_gets_both_stages_from_one_gated_cupti_run(monkeypatch
     dev.harness_notes = ["the candidate's output did not match the reference in the profiled run: x"]
     res = analyze(_eval())
     assert res.status == "ok" and res.mode == "eval", (res.explanation, res.notes)
-    assert dev.gated == [True] and dev.captures == []
+    assert dev.gated == [True] and dev.forked == [True] and dev.captures == []
+    assert any("forked from the evaluation fork server" in n for n in res.notes), res.notes
     # the run counted 257 launches in the range, so the trace ran after it, as under Nsight Compute
     assert [(s.name, s.tool) for s in res.stages] == [("light", "cupti"), ("deep", "cupti"), ("trace", "cupti"),
                                                       ("rules", None)]
@@ -237,7 +244,7 @@ def test_an_eval_candidate_falls_back_to_nsight_compute_saying_why(monkeypatch: 
     dev = Device(monkeypatch, collected)
     dev.harness_notes = ["a note of the harness"]
     res = analyze(_eval())
-    assert res.status == "ok" and dev.gated == [True]
+    assert res.status == "ok" and dev.gated == [True]  # the collector ran to its end: no second try, spawned
     assert [name for name, _ in dev.captures] == ["stage1", "stage2"]
     # eval under Nsight Compute as before: no trace first (the 257 launches call it after the light stage)
     assert [(s.name, s.tool) for s in res.stages] == [("light", "ncu"), ("trace", "cupti"), ("deep", "ncu"),
@@ -245,6 +252,25 @@ def test_an_eval_candidate_falls_back_to_nsight_compute_saying_why(monkeypatch: 
     [note] = [n for n in res.notes if "measured nothing" in n]
     assert why in note and "Nsight Compute measured instead" in note
     assert "a note of the harness" in res.notes and not any("own advice is missing" in n for n in res.notes)
+
+
+def test_a_forked_run_whose_collector_never_finished_is_measured_again_spawned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the fork server the collector wrote nothing (it never loaded, or the job died): the candidate is
+    measured once more in a freshly started interpreter, with a note, and both stages come from that run."""
+    dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
+    dev.first = [Collected()]
+    res = analyze(_eval())
+    assert res.status == "ok" and dev.forked == [True, False] and dev.gated == [True, True], res.notes
+    assert [(s.name, s.tool) for s in res.stages][:2] == [("light", "cupti"), ("deep", "cupti")]
+    assert any("on the evaluation fork server" in n and "fresh interpreter" in n for n in res.notes), res.notes
+    assert not any("forked from the evaluation fork server" in n for n in res.notes)
+
+
+def test_spawn_never_uses_the_fork_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    dev = Device(monkeypatch, load_collected(FIX / "collector" / f"{CASE}.jsonl"))
+    res = analyze(_eval(executor="spawn"))
+    assert res.status == "ok" and dev.forked == [False] and not any("fork server" in n for n in res.notes)
 
 
 def test_light_ncu_keeps_an_eval_candidate_under_nsight_compute(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -125,3 +125,34 @@ def test_the_gate_is_set_only_when_asked(tmp_path: Path) -> None:
     lib, out = tmp_path / "lib.so", tmp_path / "out"
     assert collector_env(lib, out, ["m"], gated=True)["KERNELSCOPE_METRICS_GATED"] == "1"
     assert "KERNELSCOPE_METRICS_GATED" not in collector_env(lib, out, ["m"])
+
+
+def test_a_runner_gets_the_library_inside_the_workspace(cupti_build_paths: CuptiPaths, tmp_path: Path) -> None:
+    """analyze's eval jobs run on the evaluation fork server, whose jobs see their workspace and not the
+    server's cache folders: the injection library is copied into the workspace and the job's environment
+    names the copy. The runner here is a real process given that environment; it writes one launch line as
+    the collector would, which the reader then finds."""
+    import sys
+
+    from kernelscope.measure.collector import run_collector
+    from kernelscope.sandbox.process import Limits, ProcessResult, run_process
+
+    s = Settings(home=tmp_path / "home", allowed_roots=[tmp_path])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    seen: dict[str, object] = {}
+    script = ("import json, os, pathlib; e = os.environ; "
+              "pathlib.Path(e['KERNELSCOPE_METRICS_DIR'], 'metrics-1.jsonl').write_text("
+              "json.dumps({'t': 'end', 'launches': 0, 'gated': True, 'gate_opened': 1}) + '\\n')")
+
+    def runner(env: dict[str, str], limits: Limits) -> ProcessResult:
+        seen.update(env=env, limits=limits)
+        return run_process([sys.executable, "-c", script], cwd=ws, env=env, limits=limits)
+
+    proc, got = run_collector(["unused"], ws, {}, ["m"], 60, s, None, gated=True, runner=runner)
+    env = seen["env"]
+    assert isinstance(env, dict) and proc.ok, proc.stderr
+    lib = Path(env["CUDA_INJECTION64_PATH"])
+    assert lib.parent == ws / "collector" and lib.read_bytes()[:4] == b"\x7fELF"
+    assert env["KERNELSCOPE_METRICS_GATED"] == "1" and Path(env["KERNELSCOPE_METRICS_DIR"]) == ws / "metrics"
+    assert got.ended and got.gated and got.gate_opened == 1 and got.launches_seen == 0

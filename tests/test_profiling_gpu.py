@@ -122,6 +122,8 @@ def test_analyze_eval_mode_measures_the_candidate_in_its_own_run(reference: Path
     assert measured == [("light", "cupti"), ("deep", "cupti"), ("rules", None)], (measured, res.notes)
     assert not any(s.tool == "ncu" or s.capture is not None for s in res.stages) and res.report_ids == []
     assert not any("measured nothing" in n for n in res.notes), res.notes
+    # forked from the warm evaluation server: no interpreter start, no torch import for the profile
+    assert any("forked from the evaluation fork server" in n for n in res.notes), res.notes
     # every kernel it counted is the candidate's: the light stage's classes and the kernels past the top ones too
     names = [k.mangled_name for k in res.kernels] + res.stages[0].kernels + res.other_kernels
     assert names and all(kernel in n for n in names), names
@@ -129,3 +131,6 @@ def test_analyze_eval_mode_measures_the_candidate_in_its_own_run(reference: Path
     top = res.kernels[0]
     assert top.bottleneck.cls and top.bottleneck.roofline is not None and top.launches >= 1
     assert any("own advice is missing" in n and "light='ncu'" in n for n in res.notes), res.notes
+    spawned = analyze(AnalyzeRequest(reference_path=str(reference), candidate=src, timeout_s=600, executor="spawn"))
+    assert spawned.status == "ok" and not any("fork server" in n for n in spawned.notes), spawned.notes
+    assert [k.mangled_name for k in spawned.kernels] == [k.mangled_name for k in res.kernels]

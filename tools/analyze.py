@@ -59,7 +59,7 @@ from kernelscope.measure.capture import (
     store_report,
     validate_options,
 )
-from kernelscope.measure.collector import collected_profile
+from kernelscope.measure.collector import Runner, collected_profile
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.stages import (
     COLLECTOR_METRICS,
@@ -83,9 +83,19 @@ from kernelscope.models import (
     Profile,
 )
 from kernelscope.models.requests import AnalyzeRequest, NcuOptions, ProfileTarget
+from kernelscope.sandbox.forkserver import ForkServerError, get_fork_server
 from kernelscope.sandbox.gpu import Lease, WaitCallback, gpu_pool
+from kernelscope.sandbox.process import Limits, ProcessResult
 from kernelscope.sandbox.workspace import Workspace
-from kernelscope.tools.run import _read_source, harness_argv, job_env, program_artifact, stage_program
+from kernelscope.tools.run import (
+    HARNESS,
+    _read_source,
+    forkserver_env,
+    harness_argv,
+    job_env,
+    program_artifact,
+    stage_program,
+)
 from kernelscope.tools.sass import sass_for_artifact
 
 
@@ -502,8 +512,17 @@ def _cupti_first(a: Analysis, trace_first: bool) -> AnalyzeResult | None:
     a.note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
            "lines of the first ones, in the " + ("candidate's profiled forward calls" if gated else "program's own run")
            + " (CUPTI)")
+    runner = _fork_server_runner(a) if gated and a.req.executor == "auto" else None
     run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
-                         launch_count=a.req.launch_count, gated=gated)
+                         launch_count=a.req.launch_count, gated=gated, runner=runner)
+    if runner is not None and not run.usable and not a.cancelled() and (run.got is None or not run.got.ended):
+        # the collector never finished in the forked job (never loaded, or the job died): once more, spawned
+        a.notes += [*run.notes[:-1], "on the evaluation fork server the CUPTI collector measured nothing "
+                    f"({run.notes[-1] if run.notes else 'no reason given'}); measured again in a fresh interpreter"]
+        run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
+                             launch_count=a.req.launch_count, gated=gated)
+    elif runner is not None:
+        a.notes.append("the candidate's run was forked from the evaluation fork server (torch already imported)")
     a.notes += run.notes
     if run.usable:
         return _analyze_cupti(a, run)
@@ -512,6 +531,23 @@ def _cupti_first(a: Analysis, trace_first: bool) -> AnalyzeResult | None:
                              notes=a.notes)
     ncu_binary()
     return None
+
+
+def _fork_server_runner(a: Analysis) -> Runner | None:
+    """An eval candidate's measured job on the evaluation fork server, as `run` runs its evaluations: the
+    collector is injected when the forked job initialises CUDA. None where there is no fork server."""
+    fs = get_fork_server(HARNESS, forkserver_env(a.settings.home))
+    if fs is None:
+        return None
+    cfg, out = a.ws / "config.json", a.ws / "result.json"
+
+    def run(env: dict[str, str], limits: Limits) -> ProcessResult:
+        try:
+            return fs.run(cfg=cfg, out=out, cwd=a.ws, env=env, limits=limits, cancel=a.cancel)
+        except ForkServerError as e:
+            return ProcessResult(argv=harness_argv(cfg, out), returncode=None, stderr=f"the fork server failed: {e}")
+
+    return run
 
 
 def analyze(req: AnalyzeRequest, settings: Settings | None = None, *, cancel: threading.Event | None = None,

@@ -135,10 +135,10 @@ def main_ops_decision(ref_ops: Iterable[str], cand_ops: Iterable[str], policy: s
     """The op audit's verdict on the main ops: ("strict" | "single" | "not-library", ops) when the candidate
     hands back what no partial rewrite may, else None."""
     ref, cand = compute_ops(ref_ops), compute_ops(cand_ops)
+    if policy == "strict" and (shared := library_set(ref_ops) & cand):  # a GEMM is a GEMM: mm for addmm
+        return "strict", sorted(shared)
     if not ref & cand:
         return None
-    if policy == "strict":
-        return "strict", sorted(ref & cand)
     if len(ref) == 1:
         return "single", sorted(ref & cand)
     main = next((tier & ref for tier in TIERS if tier & ref), ref)

@@ -172,6 +172,12 @@ def test_a_fused_rewrite_keeping_the_library_gemm_is_valid_on_the_gpu_path_only(
     assert f.severity == "invalid" and "only a GPU profile shows" in f.message and "CPU run" in f.message
     findings, _ = run_audit(fused_candidate, [a], ref, policy="strict")
     assert findings.flags[0].severity == "invalid" and "strict" in findings.flags[0].message
+    # with a bias the reference's GEMM is addmm and the candidate's mm: strict still sees the GEMM kept
+    bias = torch.randn(128)
+    ref_bias = lambda x: torch.relu(torch.nn.functional.linear(x, a, bias)) * 0.5  # noqa: E731
+    findings, _ = run_audit(fused_candidate, [a], ref_bias, policy="strict")
+    (f,) = [f for f in findings.flags if f.id == "reference-ops"]
+    assert f.severity == "invalid" and "strict" in f.message and f.evidence["ops"] == ["mm"], f.evidence
     findings, _ = run_audit(ref, [a], ref)  # the reference itself: everything delegated
     f = next(f for f in findings.flags if f.id == "reference-ops")
     assert f.severity == "invalid" and "everything is delegated" in f.message

@@ -128,7 +128,7 @@ def test_launches_of_a_cpu_recording_are_attributed_to_their_top_level_op() -> N
 # ------------------------------------------------------------------------------ the decision in the harness
 def cpu_profile(fn: Any, inputs: list[Any], **kw: Any) -> list[Launch]:
     """The real profiler, on the CPU, where the harness would profile the GPU."""
-    return delegation.profile_forward(fn, inputs, cuda=False, sync=lambda: None)
+    return delegation.profile_forward(fn, inputs, cuda=False, sync=lambda: None, calls=kw.get("calls", 3))
 
 
 def run_audit(fn: Any, inputs: list[Any], ref: Any, policy: str = "default", cuda: bool = True,
@@ -234,3 +234,23 @@ def _recorded(fn: Any, inputs: list[Any]) -> list[Any]:
     with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("ks::candidate_forward"):
         fn(*inputs)
     return list(prof.events())
+
+
+def test_a_forward_of_many_ops_is_profiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiler's event tree grows with every op: past MANY_OPS aten ops a forward (stated here as 1), the
+    delegation profile takes one forward, not three, and says so; the decision is the same."""
+    a = torch.randn(64, 64)
+    ref = lambda x: torch.relu(torch.nn.functional.linear(x, a)) * 0.5  # noqa: E731
+    fused_candidate = lambda x: fused(x, a.t())  # noqa: E731
+    seen: list[int] = []
+
+    def counting(fn: Any, inputs: list[Any], **kw: Any) -> list[Launch]:
+        seen.append(kw["calls"])
+        return cpu_profile(fn, inputs, **kw)
+
+    findings, _ = run_audit(fused_candidate, [a], ref, profile=counting)
+    assert seen == [3] and not any("one forward profiled" in n for n in findings.notes)
+    monkeypatch.setattr(delegation, "MANY_OPS", 1)
+    again, _ = run_audit(fused_candidate, [a], ref, profile=counting)
+    assert seen == [3, 1] and any("one forward profiled, not three" in n for n in again.notes), again.notes
+    assert [(f.id, f.severity) for f in again.flags] == [(f.id, f.severity) for f in findings.flags]

@@ -192,8 +192,10 @@ def _is_cpu(e: Any) -> bool:
     return str(getattr(e, "device_type", "")).endswith("CPU")
 
 
-def top_aten(e: Any) -> tuple[str | None, frozenset[str], str | None]:
-    """The outermost aten op at or above a profiler event, the aten ops under it, and the innermost."""
+def top_aten(e: Any, under: dict[int, frozenset[str]] | None = None) -> tuple[str | None, frozenset[str], str | None]:
+    """The outermost aten op at or above a profiler event, the aten ops under it, and the innermost.
+    ``under``: the aten ops under each top op already walked (by the event's id), so a top op with thousands
+    of launches under it (an RNN's per-step kernels) has its subtree walked once, not once per launch."""
     top = inner = None
     p = e
     while p is not None:
@@ -203,19 +205,24 @@ def top_aten(e: Any) -> tuple[str | None, frozenset[str], str | None]:
         p = p.cpu_parent
     if top is None:
         return None, frozenset(), None
-    names: set[str] = set()
-    stack = list(top.cpu_children)
-    while stack:
-        c = stack.pop()
-        if (n := _aten(c.name)) is not None:
-            names.add(n)
-        stack.extend(c.cpu_children)
-    return _aten(top.name), frozenset(names), _aten(inner.name) if inner is not None else None
+    names = under.get(id(top)) if under is not None else None
+    if names is None:
+        found: set[str] = set()
+        stack = list(top.cpu_children)
+        while stack:
+            c = stack.pop()
+            if (n := _aten(c.name)) is not None:
+                found.add(n)
+            stack.extend(c.cpu_children)
+        names = frozenset(found)
+        if under is not None:
+            under[id(top)] = names
+    return _aten(top.name), names, _aten(inner.name) if inner is not None else None
 
 
-def _launch(name: str, us: float, e: Any) -> Launch:
-    op, under, by = top_aten(e)
-    return Launch(name, us, op, under, by)
+def _launch(name: str, us: float, e: Any, under: dict[int, frozenset[str]] | None = None) -> Launch:
+    op, below, by = top_aten(e, under)
+    return Launch(name, us, op, below, by)
 
 
 def launches_from_events(events: list[Any], *, cuda: bool, window: str) -> list[Launch]:
@@ -225,18 +232,19 @@ def launches_from_events(events: list[Any], *, cuda: bool, window: str) -> list[
     candidate marks itself (``record_function``, as a kernel's name) with its time outside aten ops."""
     cpu = [e for e in events if _is_cpu(e) and not getattr(e, "is_async", False)]
     out: list[Launch] = []
+    under: dict[int, frozenset[str]] = {}  # the events stay alive in ``events``: their ids are stable
     if not cuda:
         for e in cpu:
             if _aten(e.name) is not None:
-                out.append(_launch(e.name[6:], float(e.self_cpu_time_total), e))
+                out.append(_launch(e.name[6:], float(e.self_cpu_time_total), e, under))
             elif e.name != window and getattr(e, "is_user_annotation", False):
                 inner = sum(c.cpu_time_total for c in e.cpu_children if _aten(c.name) is not None)
-                out.append(_launch(e.name, max(float(e.cpu_time_total) - inner, 0.0), e))
+                out.append(_launch(e.name, max(float(e.cpu_time_total) - inner, 0.0), e, under))
         return out
     linked: Counter[tuple[str, float]] = Counter()
     for e in cpu:
         for k in getattr(e, "kernels", ()):
-            out.append(_launch(k.name, float(k.duration), e))
+            out.append(_launch(k.name, float(k.duration), e, under))
             linked[(k.name, round(float(k.duration), 3))] += 1
     cpu_names = {e.name for e in cpu}
     for e in events:  # device events no CPU event claims: unattributed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -254,3 +255,31 @@ def test_a_forward_of_many_ops_is_profiled_once(monkeypatch: pytest.MonkeyPatch)
     again, _ = run_audit(fused_candidate, [a], ref, profile=counting)
     assert seen == [3, 1] and any("one forward profiled, not three" in n for n in again.notes), again.notes
     assert [(f.id, f.severity) for f in again.flags] == [(f.id, f.severity) for f in findings.flags]
+
+
+def test_a_top_op_with_many_launches_under_it_is_walked_once() -> None:
+    """An RNN's top op (aten::gru) has thousands of per-step ops and kernels under it: the aten ops under it
+    are collected once per top op, not once per launch (on the H100, KernelBench's level-3 GRU spent minutes
+    in that walk). Events as torch.profiler gives them: a top op, 300 steps under it, a kernel each."""
+    walked = 0
+
+    class Event:
+        def __init__(self, name: str, parent: Any = None) -> None:
+            self.name, self.cpu_parent, self._children, self.kernels = name, parent, [], []
+            self.device_type, self.is_async = "DeviceType.CPU", False
+            if parent is not None:
+                parent._children.append(self)
+
+        @property
+        def cpu_children(self) -> list[Any]:
+            nonlocal walked
+            walked += 1
+            return self._children
+
+    top = Event("aten::gru")
+    steps = [Event("aten::addmm", top) for _ in range(300)]
+    for s in steps:
+        s.kernels = [SimpleNamespace(name="gemm_step", duration=2.0)]
+    launches = launches_from_events([top, *steps], cuda=True, window="w")
+    assert len(launches) == 300 and {(x.op, x.under) for x in launches} == {("gru", frozenset({"addmm"}))}
+    assert walked <= 2 * (len(steps) + 1), walked  # one walk of the subtree, whatever the launches under it

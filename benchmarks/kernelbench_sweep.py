@@ -118,7 +118,7 @@ def sweep_one(prob: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             "torch_peak_mib": ev.get("gpu_memory_peak_mib"),
             "reference_us": ((ev.get("timings") or {}).get("reference") or {}).get("median_us"),
             "flags": [f.get("id") for f in ev.get("flags") or []], "notes": (ev.get("notes") or [])[:3],
-            "phases_s": ((ev.get("timings") or {}).get("phases_s") or ev.get("phases_s") or {}),
+            "phases_s": ev.get("phases_s") or {},
             "error": (ev.get("error") or "")[:400] or None, "device": args.device}
 
 

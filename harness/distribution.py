@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from kernelscope.harness.correctness import compare, flatten, out_of_memory, release_memory, tolerance
+from kernelscope.harness.guard import RefCall, unguarded_reference
 from kernelscope.harness.memory import CHUNK_ELEMENTS
 from kernelscope.harness.protocol import Config, Findings
 
@@ -52,11 +53,6 @@ TRANSFORMS: list[tuple[str, Transform]] = [
     (LAYOUT, _strided),
 ]
 Call = Callable[[str], AbstractContextManager[Any]]
-RefCall = Callable[..., AbstractContextManager[Any]]  # the guard's ``reference(replay=False)``
-
-
-def _plain(replay: bool = False) -> AbstractContextManager[Any]:
-    return nullcontext()
 
 
 def transform_inputs(inputs: list[Any], fn: Transform) -> list[Any]:
@@ -139,7 +135,7 @@ class Float64:
 
 
 def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: list[tuple[float, float]],
-                    cfg: Config, reference: RefCall = _plain) -> str | None:
+                    cfg: Config, reference: RefCall = unguarded_reference) -> str | None:
     """Why the reference itself is unreliable on these inputs (its native output against the same model
     in float64 differs by more than the tolerance), or None; None also where no float64 run is possible."""
     if not any(_floating(o) and o.dtype != torch.float64 for o in native):
@@ -162,7 +158,7 @@ def ill_conditioned(fp64: Float64, inputs: list[Any], native: list[Any], tols: l
 
 def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_model: Any, cfg: Config,
           sync: Callable[[], None], call: Call | None = None, fp64: Float64 | None = None,
-          reference: RefCall = _plain) -> dict[str, Any]:
+          reference: RefCall = unguarded_reference) -> dict[str, Any]:
     """One transformed trial: ``{"transform", "outcome": ok|failed|skipped, "error"?, "atol"?}``."""
     ref_in = transform_inputs(inputs, fn)
     try:  # each side gets its own transformed copies (the layout transform keeps its strides)
@@ -197,7 +193,7 @@ def trial(name: str, fn: Transform, inputs: list[Any], ref_model: Any, cand_mode
 
 def check(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config, findings: Findings,
           sync: Callable[[], None], transforms: list[tuple[str, Transform]] | None = None,
-          call: Call | None = None, reference: RefCall = _plain) -> list[dict[str, Any]]:
+          call: Call | None = None, reference: RefCall = unguarded_reference) -> list[dict[str, Any]]:
     """Every transform on fresh seeded inputs; the first value-transform failure raises a ``distribution``
     flag, a layout failure a ``non-contiguous-inputs`` review flag. ``call``: the context each candidate
     call runs in (the harness's state guard); ``reference``: the one each compared reference call runs in."""

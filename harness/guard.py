@@ -18,11 +18,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from kernelscope.harness.protocol import Findings, Flag, Invalid
+
+# the context a reference call compared with a candidate call runs in (``StateGuard.reference``), and the
+# one to use without a guard
+RefCall = Callable[..., AbstractContextManager[Any]]
+
+
+def unguarded_reference(replay: bool = False) -> AbstractContextManager[Any]:
+    return nullcontext()
 
 
 class Attributed(Exception):
@@ -104,8 +112,8 @@ class StateGuard:
         self.candidate = dict(self.harness)  # the flags the candidate set, applied again before its calls
         self.stream = torch.cuda.current_stream() if cuda else None
         self.changed: dict[str, str] = {}  # what the candidate changed -> "before -> after"
-        self._rng: tuple[Any, Any] | None = None
-        self._expect: tuple[Any, Any] | None = None  # the RNG state the candidate's call should end in
+        self._rng: tuple[Any, Any] | None = None  # the harness's RNG state, saved around a candidate call
+        self._paired_end: tuple[Any, Any] | None = None  # where the reference call it is paired with ended
         self._pending: tuple[tuple[Any, Any], tuple[Any, Any]] | None = None  # the last reference call's
         self.reference_draws = False  # start and end RNG states, and whether the reference's forward draws
 
@@ -140,9 +148,9 @@ class StateGuard:
         construction, whose parameters are drawn from the job's seed), the candidate's flags applied. Right
         after a reference call (see ``reference``), the RNG starts where that call started."""
         self._rng = self._rng_state() if rng else None
-        self._expect = self._rng
+        self._paired_end = None
         if rng and self._pending is not None:
-            start, self._expect = self._pending
+            start, self._paired_end = self._pending
             self._set_rng(start)
         self._pending = None
         if self.candidate != self.harness:
@@ -162,15 +170,15 @@ class StateGuard:
             if now[k] != self.harness[k]:
                 self._note(k, str(self.harness[k]), str(now[k]))
         self.candidate = now
-        if self._rng is not None and self._expect is not None:
+        if self._rng is not None:
             end = self._rng_state()
-            if not self._same_rng(end, self._expect):
-                if self._expect is not self._rng:  # paired with a reference call
+            if self._paired_end is not None:
+                if not self._same_rng(end, self._paired_end):
                     self._note("RNG state", "drawn as the reference draws", "drawn differently")
-                elif not self.reference_draws:
-                    self._note("RNG state", "saved", "advanced")
+            elif not self.reference_draws and not self._same_rng(end, self._rng):
+                self._note("RNG state", "saved", "advanced")
             self._set_rng(self._rng)
-            self._rng = self._expect = None
+            self._rng = self._paired_end = None
         if now != self.harness:
             write_flags(self.torch, self.harness)
 

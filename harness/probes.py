@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from kernelscope.harness.correctness import compare, flatten
+from kernelscope.harness.guard import RefCall, unguarded_reference
 from kernelscope.harness.protocol import Config, Findings
 
 
@@ -56,37 +57,34 @@ def check_lazy(outputs: list[Any], findings: Findings) -> None:
             return
 
 
-def _refill(inputs: list[Any], fresh: list[Any]) -> list[Any] | None:
-    """``fresh``'s values written into ``inputs``' own tensors (every tensor: floats, integer indices and
-    targets, boolean masks), so the inputs equal ``fresh`` with the old storage; None where that cannot be
-    (a tensor whose shape or dtype changed between the two draws, or a non-tensor argument that differs)."""
+def _refill(inputs: list[Any], fresh: list[Any]) -> bool:
+    """Write ``fresh``'s values into ``inputs``' own tensors (every tensor: floats, integer indices and
+    targets, boolean masks), so the inputs equal ``fresh`` with the old storage; False (nothing written)
+    where that cannot be (a tensor whose shape or dtype changed between the two draws, or a non-tensor
+    argument that differs)."""
     if len(inputs) != len(fresh):
-        return None
+        return False
     for x, y in zip(inputs, fresh, strict=True):
         if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
-            return None
+            return False
         if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):
-            return None
+            return False
         if not isinstance(x, torch.Tensor):
             try:
                 if not bool(x == y):
-                    return None
+                    return False
             except Exception:  # containers of tensors, objects without a plain equality
-                return None
+                return False
     for x, y in zip(inputs, fresh, strict=True):
         if isinstance(x, torch.Tensor):
             x.copy_(y)
-    return inputs
-
-
-def _plain(replay: bool = False) -> AbstractContextManager[Any]:
-    return nullcontext()
+    return True
 
 
 def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
                         findings: Findings, sync: Callable[[], None],
                         call: Callable[[str], AbstractContextManager[Any]] | None = None,
-                        reference: Callable[..., AbstractContextManager[Any]] = _plain) -> bool | None:
+                        reference: RefCall = unguarded_reference) -> bool | None:
     """Call the candidate on inputs, write new values into the very same tensors (all of them, whatever
     their dtype), call it again: the output must follow the new contents (a cache keyed by pointer or
     tensor identity does not). ``call``: the context each candidate call runs in (the harness's state
@@ -100,7 +98,7 @@ def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_m
             first = flatten(cand_model(*inputs))
             sync()
         check_lazy(first, findings)
-        if _refill(inputs, fresh) is None:
+        if not _refill(inputs, fresh):
             findings.notes.append("pointer-cache probe not run: get_inputs() gives inputs of other shapes, "
                                   "dtypes or values from one call to the next, so they cannot be refilled in place")
             return None
@@ -121,7 +119,7 @@ def check_pointer_cache(make: Callable[[int], list[Any]], ref_model: Any, cand_m
 def after_correctness(make: Callable[[int], list[Any]], ref_model: Any, cand_model: Any, cfg: Config,
                       findings: Findings, sync: Callable[[], None], threads_before: set[int],
                       call: Callable[[str], AbstractContextManager[Any]] | None = None,
-                      reference: Callable[..., AbstractContextManager[Any]] = _plain) -> None:
+                      reference: RefCall = unguarded_reference) -> None:
     """The probes, in order: pointer-keyed caches (with lazy outputs), then threads left behind."""
     check_pointer_cache(make, ref_model, cand_model, cfg, findings, sync, call, reference)
     check_threads(threads_before, findings)

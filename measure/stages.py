@@ -52,6 +52,14 @@ class CollectorRun:
     usable: bool = False
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    nothing: str | None = None  # why the run measured nothing, where it ran and did (Nsight Compute then measures)
+
+    @property
+    def fallback_note(self) -> str | None:
+        """The answer's note where Nsight Compute measures instead of a run that measured nothing."""
+        if self.nothing is None:
+            return None
+        return f"the CUPTI collector measured nothing ({self.nothing}); Nsight Compute measured instead"
 
     @property
     def deep_s(self) -> float:
@@ -84,8 +92,7 @@ def collect_stages(argv: list[str], ws: Path, env: Mapping[str, str], *, timeout
     if got.refused:
         run.notes.append(f"this GPU's CUPTI does not know {', '.join(got.refused)}")
     if not got.launches or proc.timed_out or proc.returncode != 0:
-        run.notes.append(f"the CUPTI collector measured nothing ({_why_nothing(proc, got)}); Nsight Compute "
-                         "measured instead")
+        run.nothing = _why_nothing(proc, got)
         return run
     if got.errors:
         run.notes.append("CUPTI collector: " + "; ".join(got.errors[:3]))

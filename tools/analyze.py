@@ -512,18 +512,23 @@ def _cupti_first(a: Analysis, trace_first: bool) -> AnalyzeResult | None:
     a.note("stages 1 and 2: light metrics of each kernel and launch configuration, deep metrics and source "
            "lines of the first ones, in the " + ("candidate's profiled forward calls" if gated else "program's own run")
            + " (CUPTI)")
+
+    def collect(runner: Runner | None) -> CollectorRun:
+        return collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
+                              launch_count=a.req.launch_count, gated=gated, runner=runner)
+
     runner = _fork_server_runner(a) if gated and a.req.executor == "auto" else None
-    run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
-                         launch_count=a.req.launch_count, gated=gated, runner=runner)
-    if runner is not None and not run.usable and not a.cancelled() and (run.got is None or not run.got.ended):
+    run = collect(runner)
+    if runner is not None and not run.usable and run.got is not None and not run.got.ended and not a.cancelled():
         # the collector never finished in the forked job (never loaded, or the job died): once more, spawned
-        a.notes += [*run.notes[:-1], "on the evaluation fork server the CUPTI collector measured nothing "
-                    f"({run.notes[-1] if run.notes else 'no reason given'}); measured again in a fresh interpreter"]
-        run = collect_stages(a.prep.argv, a.ws, a.env, timeout_s=a.req.timeout_s, s=a.settings, cancel=a.cancel,
-                             launch_count=a.req.launch_count, gated=gated)
+        a.notes += [*run.notes, f"on the evaluation fork server the CUPTI collector measured nothing ({run.nothing}); "
+                    "measured again in a fresh interpreter"]
+        run = collect(None)
     elif runner is not None:
         a.notes.append("the candidate's run was forked from the evaluation fork server (torch already imported)")
     a.notes += run.notes
+    if run.fallback_note is not None:
+        a.notes.append(run.fallback_note)
     if run.usable:
         return _analyze_cupti(a, run)
     if a.cancelled():

@@ -33,8 +33,9 @@ SPLIT_FILE = SUITE / "split.json"
 WARNING_OR_WORSE = {"warning", "high", "critical"}
 CONFIRM_SPEEDUP = 1.2  # the fixed twin must be at least this much faster, or the plant is unconfirmed
 SPLIT_RULE = ("Strata are the cases' families (the expected rule's family; 'healthy' and 'system' are their "
-              "own). Within a stratum the cases are ordered by the SHA-256 of their id; the first ceil(n/3) "
-              "go to validation, the rest to dev. A stratum of one case stays in dev.")
+              "own) within a wave (the batch a case was added in). Within a stratum the cases are ordered by "
+              "the SHA-256 of their id; the first ceil(n/3) go to validation, the rest to dev. A stratum of one "
+              "case stays in dev. Each wave is split on its own, so adding cases never moves an earlier case.")
 Part = Literal["dev", "validation"]
 
 
@@ -56,6 +57,7 @@ class PlantedCase(BaseModel):
     must_not: list[str] = Field(default_factory=list)  # must not appear at all on the kernel under test
     lines: list[int] = Field(default_factory=list)  # the planted lines (// PLANTED); empty: no line expected
     launches: int = Field(1, ge=1)
+    wave: int = Field(1, ge=1)  # the batch the case was added in: each wave is split on its own
     notes: str = ""
 
     @model_validator(mode="after")
@@ -95,9 +97,9 @@ def marked_lines(source: str) -> list[int]:
 # ------------------------------------------------------------------------------------------ the split
 def split_of(cases: Iterable[PlantedCase]) -> dict[str, Part]:
     """The deterministic split (:data:`SPLIT_RULE`): case id -> dev or validation."""
-    strata: dict[str, list[str]] = {}
+    strata: dict[tuple[int, str], list[str]] = {}
     for c in cases:
-        strata.setdefault(c.family, []).append(c.id)
+        strata.setdefault((c.wave, c.family), []).append(c.id)
     out: dict[str, Part] = {}
     for ids in strata.values():
         ids.sort(key=lambda i: hashlib.sha256(i.encode()).hexdigest())

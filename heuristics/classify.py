@@ -3,13 +3,19 @@
 The class comes from Nsight Compute's speed-of-light percentages (how close the busiest compute unit
 and the busiest memory unit came to their peaks), occupancy and launch size, in that order: a unit near
 its peak is where the time goes, whatever the launch looks like (a grid under one wave that keeps DRAM
-at 90% is memory-bound); only when no unit is near its peak do the launch shape, then the occupancy,
-then the warps' waiting explain the idle time; the roofline position
+at 90% is memory-bound). When both sides run near their peaks, the SM side may be nothing but the
+load/store pipe issuing the memory side's own instructions: then there is one limit, not two, and the
+kind of traffic names it (shared-memory instructions: compute-bound, the instructions the algorithm
+issues; global accesses: memory-bound). Only when no unit is near its peak do the launch shape (a grid
+under one wave, or a partial last wave that leaves a large share of the SM time idle), then the
+occupancy, then the warps' waiting explain the idle time; the roofline position
 (arithmetic intensity, attainable and achieved FLOP rate, time at the roof) comes from the measured
 FLOPs and DRAM bytes against the GPU's peaks (:data:`PEAKS`).
 """
 
 from __future__ import annotations
+
+import math
 
 from kernelscope.models import Bottleneck, Evidence, GpuPeaks, KernelProfile, Roofline
 
@@ -34,6 +40,18 @@ SOL_GAP_PCT = 10.0  # both near their peaks and closer than this: mixed
 MIN_WAVES = 1.0  # fewer waves than this: the grid cannot fill the GPU
 MIN_DURATION_NS = 5_000.0  # shorter kernels are dominated by launch overhead and tails
 LOW_OCCUPANCY_PCT = 50.0  # at most this theoretical occupancy, with both units idle: too few warps
+TAIL_IDLE_PCT = 25.0  # a partial last wave idling this share of the SM time (launch.tail-effect's threshold)
+TAIL_MAX_WAVES = 4.0  # beyond this many waves a partial one costs little (launch.tail-effect's bound)
+LSU_CARRIES_PCT = 5.0  # the LSU pipe within this of the SM's throughput carries it: the SM side is memory instructions
+
+LSU_PIPE = "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
+SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
+# global loads stand for the global side: they are the bulk of a kernel's global memory instructions, and every
+# capture (Nsight Compute's or the CUPTI collector's deep launches) counts them
+GLOBAL_INST = ("smsp__sass_inst_executed_op_global_ld.sum",)
+# what the both-sides-busy case needs besides the speed of light: analyze's deep stage collects them for a kernel
+# the light stage found "mixed", and the class is taken again from the merged profile
+REFINE_METRICS = [LSU_PIPE, *SHARED_INST, *GLOBAL_INST]
 
 
 def peaks_for(device: str | None) -> GpuPeaks | None:
@@ -95,6 +113,10 @@ def classify(k: KernelProfile) -> Bottleneck:
         return out("mixed", 0.0, "speed-of-light metrics missing from the capture (capture the SpeedOfLight "
                                  "section); no class can be given with evidence")
     if mem >= SOL_HIGH_PCT and sm >= SOL_HIGH_PCT and abs(mem - sm) < SOL_GAP_PCT:
+        one = _one_limit(k, sm)
+        if one is not None:
+            cls, why, extra = one
+            return out(cls, 0.5 + (min(sm, mem) - SOL_HIGH_PCT) / 100, why, extra)
         return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
                    f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
     if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
@@ -105,6 +127,15 @@ def classify(k: KernelProfile) -> Bottleneck:
                    f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
     # no unit near its peak: the launch shape, then occupancy, then latency explain the idle time
     waves, dur = k.waves_per_sm, k.duration_ns
+    idle = tail_idle_pct(waves)
+    if idle is not None and idle >= TAIL_IDLE_PCT:
+        extra = [Evidence(metric="launch__waves_per_multiprocessor", value=round(waves or 0.0, 3), source="ncu",
+                          kernel=k.name),
+                 Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=TAIL_IDLE_PCT, unit="%",
+                          source="ncu", kernel=k.name)]
+        return out("launch/tail-limited", 0.7,
+                   f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) and the grid runs {waves:.2f} waves: "
+                   f"the partial last wave leaves about {idle:.0f}% of the SM time idle", extra)
     if (waves is not None and waves < MIN_WAVES) or (dur is not None and dur < MIN_DURATION_NS):
         extra = [Evidence(metric="launch__waves_per_multiprocessor", value=waves, threshold=MIN_WAVES, source="ncu",
                           kernel=k.name),
@@ -129,3 +160,38 @@ def classify(k: KernelProfile) -> Bottleneck:
     return out("latency-bound", 0.6,
                f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) although occupancy is adequate: "
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
+
+
+def tail_idle_pct(waves: float | None) -> float | None:
+    """The share of the SM time a partial last wave leaves idle, for 1 to :data:`TAIL_MAX_WAVES` waves of blocks of
+    equal length (None outside that range: under one wave the grid is too small, beyond it the tail is short)."""
+    if waves is None or waves < 1.0 or waves > TAIL_MAX_WAVES:
+        return None
+    full = math.ceil(waves - 1e-9)
+    return 100.0 * (full - waves) / full
+
+
+def _one_limit(k: KernelProfile, sm: float) -> tuple[str, str, list[Evidence]] | None:
+    """Both sides near their peaks, but one limit: the SM's throughput is the LSU pipe issuing the memory side's
+    own instructions. The class follows the traffic those instructions make (shared memory or global); None
+    when the SM side is something else (a math pipe: a true balance) or the counts are missing."""
+    lsu = k.num(LSU_PIPE)
+    if lsu is None or lsu < sm - LSU_CARRIES_PCT:
+        return None
+    shared = [k.num(m) for m in SHARED_INST]
+    glob = [k.num(m) for m in GLOBAL_INST]
+    if any(v is None for v in shared + glob):
+        return None
+    n_shared, n_global = sum(v or 0.0 for v in shared), sum(v or 0.0 for v in glob)
+    if n_shared + n_global <= 0:
+        return None
+    extra = [Evidence(metric=LSU_PIPE, value=round(lsu, 1), threshold=round(sm - LSU_CARRIES_PCT, 1), unit="%",
+                      source="ncu", kernel=k.name),
+             Evidence(metric="shared_memory_instructions", value=n_shared, source="ncu", kernel=k.name),
+             Evidence(metric="global_memory_instructions", value=n_global, source="ncu", kernel=k.name)]
+    if n_shared >= n_global:
+        return ("compute-bound", f"the SM's busiest pipe is the load/store unit ({lsu:.0f}%) issuing shared-memory "
+                "instructions, and the memory side is that same shared-memory traffic: one limit, the number of "
+                "shared-memory instructions (and the barriers between them) the algorithm issues", extra)
+    return ("memory-bound", f"the SM's busiest pipe is the load/store unit ({lsu:.0f}%) issuing global accesses, and "
+            "the memory side is their traffic: one limit, the bytes and requests those accesses move", extra)

@@ -20,7 +20,7 @@ from pathlib import PurePath
 from typing import Any, NamedTuple
 
 from kernelscope.heuristics import REGISTRY, load_all, merge, run_rules
-from kernelscope.heuristics.classify import classify
+from kernelscope.heuristics.classify import REFINE_METRICS, classify
 from kernelscope.heuristics.registry import SEVERITY_RANK, explains
 from kernelscope.models import (
     Finding,
@@ -97,7 +97,8 @@ def stage2_plan(classes: list[str]) -> StagePlan:
         secs, fams = STAGE2.get(c, STAGE2["mixed"])
         sections += [x for x in secs if x not in sections]
         families += [x for x in [*fams, *OPPORTUNITY_FAMILIES] if x not in families]
-    metrics: list[str] = []
+    # a kernel with both sides near their peaks: what tells one limit from two (classify.REFINE_METRICS)
+    metrics: list[str] = list(REFINE_METRICS) if any(STAGE2.get(c) is None or c == "mixed" for c in classes) else []
     for r in REGISTRY.values():
         if r.scope == "ncu" and r.family in families:
             metrics += [m for m in r.metrics if m not in metrics]

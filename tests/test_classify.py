@@ -1,4 +1,4 @@
-"""Roofline classification of the real H100 capture (tests/fixtures/ncu/)."""
+"""Roofline classification of real H100 captures (tests/fixtures/ncu/, the planted suites' reports)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.heuristics.classify import classify, peaks_for
+from kernelscope.heuristics.classify import (
+    GLOBAL_INST,
+    LSU_PIPE,
+    REFINE_METRICS,
+    SHARED_INST,
+    classify,
+    peaks_for,
+    tail_idle_pct,
+)
+from kernelscope.heuristics.pipeline import stage2_plan
 from kernelscope.measure.ncu import load_profile
-from kernelscope.models import KernelProfile
+from kernelscope.models import KernelProfile, MetricValue
 
 FIX = Path(__file__).parent / "fixtures" / "ncu"
 
@@ -90,3 +99,58 @@ def test_one_unit_near_its_peak_names_the_class_even_close_to_the_other() -> Non
         == "memory-bound"
     assert classify(k.model_copy(update={"memory_throughput_pct": 57.0, "sm_throughput_pct": 64.0})).cls \
         == "compute-bound"
+
+
+# ------------------------------------------------------------------------------------------ second planted suite
+def _planted2(case: str, kernel: str) -> KernelProfile:
+    """A kernel of a second-suite case as recorded on the H100 (tests/fixtures/planted2/<case>/deep.ncu-rep.gz)."""
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = Path(tmp) / "deep.ncu-rep"
+        rep.write_bytes(gzip.decompress((FIX.parent / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
+        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
+
+
+def test_both_units_busy_through_the_lsu_pipe_is_one_limit() -> None:
+    """Case 40 (recorded: memory 93% and compute 91% of peak, the LSU pipe at 92%, 76M shared-memory instructions
+    against 0.5M global loads): the SM side is the memory side's own instructions, so one limit and not "mixed";
+    shared-memory instructions make it compute-bound. Stated: the same with global loads outnumbering them is
+    memory-bound; with the LSU pipe at 40% (a math pipe carries the SM) it is mixed; without the counts, mixed."""
+    k = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    assert min(k.sm_throughput_pct or 0, k.memory_throughput_pct or 0) > 85
+    b = classify(k)
+    assert b.cls == "compute-bound" and "shared-memory instructions" in b.reasoning
+    assert any(e.metric == LSU_PIPE and e.value and e.value > 90 for e in b.evidence)
+    shared = sum(k.num(m) or 0 for m in SHARED_INST)
+    glob = {m: MetricValue(value=2 * shared) for m in GLOBAL_INST}
+    assert classify(k.model_copy(update={"metrics": {**k.metrics, **glob}})).cls == "memory-bound"
+    math = {LSU_PIPE: MetricValue(value=40.0)}
+    assert classify(k.model_copy(update={"metrics": {**k.metrics, **math}})).cls == "mixed"
+    bare = {m: v for m, v in k.metrics.items() if m not in REFINE_METRICS}
+    assert classify(k.model_copy(update={"metrics": bare})).cls == "mixed"
+
+
+def test_the_deep_stage_measures_what_tells_one_limit_from_two() -> None:
+    assert set(REFINE_METRICS) <= set(stage2_plan(["mixed"]).metrics)
+    assert set(REFINE_METRICS) <= set(stage2_plan(["launch/tail-limited", "mixed"]).metrics)
+
+
+def test_a_partial_last_wave_with_idle_units_is_tail_limited() -> None:
+    """Case 42 (recorded: 165 blocks, one per SM, 1.25 waves; compute and memory near 22%; theoretical occupancy
+    25%): the partial wave leaves 37.5% of the SM time idle, which the launch shape explains before occupancy.
+    Stated: 2 whole waves is occupancy-limited; a unit at 85% of its peak keeps its class (a block left alone
+    in a tail runs faster when its units were the limit: the tail costs little)."""
+    k = _planted2("42-walker-tail-wave", "walk_small_blocks")
+    assert k.waves_per_sm == pytest.approx(1.25, abs=0.01)
+    b = classify(k)
+    assert b.cls == "launch/tail-limited" and "about 38%" in b.reasoning
+    assert classify(k.model_copy(update={"waves_per_sm": 2.0})).cls == "occupancy-limited"
+    assert classify(k.model_copy(update={"sm_throughput_pct": 85.0})).cls == "compute-bound"
+
+
+@pytest.mark.parametrize(("waves", "idle"), [(1.25, 37.5), (1.0, 0.0), (3.5, 12.5), (0.5, None), (4.5, None),
+                                             (None, None)])
+def test_tail_idle_share(waves: float | None, idle: float | None) -> None:
+    assert tail_idle_pct(waves) == (pytest.approx(idle) if idle is not None else None)

@@ -18,6 +18,9 @@ FFMA = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
 THREAD_INST = "smsp__thread_inst_executed.sum"
 SHARED_LD = "smsp__sass_inst_executed_op_shared_ld.sum"
 GLOBAL_LD = "smsp__sass_inst_executed_op_global_ld.sum"
+FFMA_RATE = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed"
+FADD_RATE = "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed"
+FMUL_RATE = "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"
 
 
 HALF_FMA_OPCODES = ("HFMA2", "HFMA")  # half-precision FMAs on the FMA pipe (scalar or paired)
@@ -36,14 +39,23 @@ def fma_work(k: KernelProfile, sass: KernelSassStats | None) -> tuple[float, flo
     return ffma + half, half
 
 
+def mac_share_pct(k: KernelProfile) -> float | None:
+    """FFMA's share of the FP32 arithmetic instructions executed (FFMA, FADD, FMUL); None without the counts."""
+    rates = [k.num(m) for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)]
+    if any(r is None for r in rates) or not sum(rates):  # type: ignore[arg-type]
+        return None
+    return 100.0 * rates[0] / sum(rates)  # type: ignore[arg-type,operator]
+
+
 @rule("compute.tensor-cores-unused", family="tensor", scope="ncu",
       description="A matrix product written with FMAs (FP32 or half, scalar) while the tensor cores idle: FMAs "
-                  "fed by streamed operands, with data reuse no elementwise or matrix-vector kernel has. Reported "
+                  "fed by streamed operands, with data reuse no elementwise or matrix-vector kernel has, and FP32 "
+                  "arithmetic that is mostly multiply-accumulates (not a stencil's or a distance's adds). Reported "
                   "whatever the kernel's class today (an opportunity: a memory-limited naive product gains most "
                   "from tiling onto tensor cores).",
       thresholds={"max_tensor_pipe_pct": 1.0, "min_fma_share_pct": 10.0, "max_ffma_per_shared_load": 64.0,
-                  "max_ffma_per_global_load": 4.0, "min_flops_per_dram_byte": 8.0},
-      metrics=(FMA_PIPE, TENSOR_PIPE, FFMA, THREAD_INST, SHARED_LD, GLOBAL_LD),
+                  "max_ffma_per_global_load": 4.0, "min_flops_per_dram_byte": 8.0, "min_mac_share_pct": 75.0},
+      metrics=(FMA_PIPE, TENSOR_PIPE, FFMA, THREAD_INST, SHARED_LD, GLOBAL_LD),  # + the FP32 op rates: light stage
       supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',), explains=("compute.issue-bound",))
 def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
     th, sass = run.th, run.ctx.get("sass", {}).get(k.mangled_name)
@@ -67,6 +79,12 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
     reused = intensity >= th["min_flops_per_dram_byte"] if intensity is not None else tiled
     if share < th["min_fma_share_pct"] or not (tiled or naive) or not reused:
         return
+    # a product's arithmetic is multiply-accumulates (a dot product per output); a stencil, a distance or density
+    # kernel, a reduction add most of their values with FADD/FMUL. Measured on the FP32 work (half adds are not
+    # counted by the profile's op counters, so a half-precision kernel is not judged by it)
+    mac = mac_share_pct(k)
+    if half < fmas / 2 and mac is not None and mac < th["min_mac_share_pct"]:
+        return
     fma = k.num(FMA_PIPE)
     ev = [Evidence(metric="fma_share_of_thread_instructions_pct", value=round(share, 1),
                    threshold=th["min_fma_share_pct"], unit="%", source="ncu", kernel=k.name),
@@ -75,6 +93,8 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
           Evidence(metric="fma_per_operand_load", value=round(warp_fma / (lds if tiled else gld), 2),
                    threshold=th["max_ffma_per_shared_load" if tiled else "max_ffma_per_global_load"],
                    source="ncu", kernel=k.name),
+          Evidence(metric="ffma_share_of_fp32_arithmetic_pct", value=round(mac, 1) if mac is not None else None,
+                   threshold=th["min_mac_share_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric=TENSOR_PIPE, value=round(tensor, 2) if tensor is not None else None,
                    threshold=th["max_tensor_pipe_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric=FMA_PIPE, value=round(fma, 1) if fma is not None else None, unit="%", source="ncu",

@@ -12,7 +12,7 @@ import pytest
 
 from kernelscope.heuristics import REGISTRY, merge, run_rules
 from kernelscope.heuristics.classify import classify
-from kernelscope.heuristics.compute import FFMA, GLOBAL_LD, SHARED_LD
+from kernelscope.heuristics.compute import FADD_RATE, FFMA, FFMA_RATE, FMUL_RATE, GLOBAL_LD, SHARED_LD, mac_share_pct
 from kernelscope.heuristics.pipeline import diagnose_kernels, merge_profiles
 from kernelscope.measure.collector import collected_profile, load_collected
 from kernelscope.measure.ncu import load_profile
@@ -184,3 +184,31 @@ def test_streaming_kernels_launched_together_are_fusion_candidates() -> None:
         assert f.severity == "info" and other.name.split("(")[0] in f.diagnosis
     diags, _ = diagnose_stages(light, deep)
     assert all(f.rule != "memory.fusion-candidate" for k in diags for f in k.findings)
+
+
+def _planted2(case: str, kernel: str) -> KernelProfile:
+    """A kernel of a second-suite case as recorded on the H100 (tests/fixtures/planted2/<case>/deep.ncu-rep.gz)."""
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = Path(tmp) / "deep.ncu-rep"
+        rep.write_bytes(gzip.decompress((FIX / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
+        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
+
+
+def test_on_chip_reuse_without_multiply_accumulates_is_no_product() -> None:
+    """Case 40, a diffusion stencil swept 24 times in shared memory (recorded: FMA-pipe work fed by shared loads,
+    each DRAM byte reused many times, but FFMA only 40% of the FP32 arithmetic: its values are summed with FADD):
+    no tensor-core finding. Stated: the same kernel with its adds counted as FFMA is taken for a product. Case 41,
+    a 1x1 convolution on scalar FMAs (recorded: FFMA 100% of the FP32 arithmetic), keeps the finding."""
+    rule = REGISTRY["compute.tensor-cores-unused"]
+    stencil = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    assert mac_share_pct(stencil) is not None and mac_share_pct(stencil) < 50  # type: ignore[operator]
+    assert not rule.run(stencil)
+    rates = {m: stencil.num(m) or 0.0 for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)}
+    as_macs = with_metrics(stencil, **{FFMA_RATE: sum(rates.values()), FADD_RATE: 0.0, FMUL_RATE: 0.0})
+    assert rule.run(as_macs)
+    conv = _planted2("41-pointwise-conv-scalar", "conv1x1_thread_per_output")
+    [f] = rule.run(conv)
+    assert any(e.metric == "ffma_share_of_fp32_arithmetic_pct" and e.value == 100.0 for e in f.evidence)

@@ -13,7 +13,12 @@ DIVERGENT = "smsp__sass_branch_targets_threads_divergent.sum"
 
 
 def _least_efficient_line(k: KernelProfile) -> str | None:
-    """The sampled line where the fewest threads of a warp execute each instruction, weighted by samples."""
+    """The line of the branch that splits the warps (the most divergent branch targets: the instruction that
+    carries the cost); without per-line branch counts, the sampled line where the fewest threads of a warp execute
+    each instruction, weighted by samples."""
+    split = hottest_line(k, "smsp__branch_targets_threads_divergent")
+    if split is not None:
+        return split
     def waste(s: SourceLineCounters) -> float:
         inst, thr = s.counters.get("inst_executed", 0.0), s.counters.get("thread_inst_executed", 0.0)
         if not inst:

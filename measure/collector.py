@@ -53,6 +53,7 @@ SASS_TO_SOURCE: dict[str, str] = {
     "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared": "memory_l1_wavefronts_shared",
     "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared_ideal": "memory_l1_wavefronts_shared_ideal",
     "smsp__sass_inst_executed_op_local": "inst_executed_op_local",
+    "smsp__sass_branch_targets_threads_divergent": "smsp__branch_targets_threads_divergent",
 }
 SASS_METRICS: tuple[str, ...] = tuple(SASS_TO_SOURCE)
 # warp stall reasons the range profiler measures on the H100 (no_instructions and warpgroup_arrive it refuses),

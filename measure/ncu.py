@@ -142,8 +142,38 @@ def _rules(action: Any) -> list[NcuRuleResult]:
     return out
 
 
+# stalls a warp waits out with its PC already on the next instruction: the wait belongs to the synchronizing
+# instruction before it (a BAR for barrier stalls, a MEMBAR for memory-barrier ones), not to whatever follows
+_WAIT_AFTER = {"barrier": ("BAR",), "membar": ("MEMBAR",)}
+SASS_INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
+
+
+def _opcode(action: Any, pc: int) -> str:
+    """The opcode of the SASS instruction at ``pc`` (``BAR.SYNC.DEFER_BLOCKING 0x0`` -> ``BAR``), '' if unknown."""
+    try:
+        text = str(action.sass_by_pc(pc) or "").strip()
+    except Exception:
+        return ""
+    words = text.split()
+    if words and words[0].startswith("@"):  # a predicate guard
+        words = words[1:]
+    return words[0].split(".")[0] if words else ""
+
+
+def _wait_owner(action: Any, name: str, pc: int) -> int:
+    """The PC a per-PC sample of ``name`` belongs to: for a barrier-like stall sampled on the instruction after the
+    synchronizing one, that instruction; else ``pc``."""
+    for reason, ops in _WAIT_AFTER.items():
+        if name.endswith((f"_stalled_{reason}", f"_stalled_{reason}_not_issued")):
+            prev = pc - SASS_INSTRUCTION_BYTES
+            if _opcode(action, pc) not in ops and _opcode(action, prev) in ops:
+                return prev
+    return pc
+
+
 def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
-    """Sum every per-PC metric by source line; keep the lines with the most warp samples."""
+    """Sum every per-PC metric by source line; keep the lines with the most warp samples. Barrier and
+    memory-barrier stall samples that sit on the instruction after the barrier count on the barrier's line."""
     per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cache: dict[int, tuple[str, int] | None] = {}
     for name in action.metric_names():
@@ -154,6 +184,8 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
         n = min(m.num_instances(), ids.num_instances())
         for i in range(n):
             pc = ids.as_uint64(i)
+            if "_stalled_" in name:
+                pc = _wait_owner(action, name, pc)
             if pc not in cache:
                 si = action.source_info(pc)
                 cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None

@@ -1,10 +1,13 @@
 """A finding points at the line of the instruction that carries its cost (issue 29): replayed from the CUPTI
 collector's and Nsight Compute's recorded H100 runs of the planted atomic case (tests/fixtures/collector,
 tests/fixtures/planted), where the closing brace after the atomic (line 21) holds the kernel's exit and the
-warps' drain samples. Changed values are stated in each test."""
+warps' drain samples; a barrier's stalls on the barrier (its samples sit on the instruction after it) and a
+divergence on the branch that splits the warps (tests/fixtures/planted2). Changed values are stated in each test."""
 
 from __future__ import annotations
 
+import gzip
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from kernelscope.heuristics import REGISTRY
 from kernelscope.heuristics.memory import has_code
 from kernelscope.measure.collector import collected_profile, load_collected
-from kernelscope.measure.ncu import load_profile
+from kernelscope.measure.ncu import SASS_INSTRUCTION_BYTES, _wait_owner, load_profile
 from kernelscope.models import KernelProfile
 
 FIX = Path(__file__).parent / "fixtures"
@@ -97,3 +100,70 @@ def test_findings_cite_the_users_file_not_the_workspace_copy() -> None:
     f = next(x for k in diags for x in k.findings if x.rule == "memory.atomic-contention")
     assert f.line is not None and f.line.startswith(f"{shown}:{ATOMIC}") and "workspaces" not in f.diagnosis
     assert all("workspaces" not in line for k in diags for line in k.hot_lines)
+
+
+# ------------------------------------------------------------------------------------------ barriers, branches
+BARRIER = "smsp__pcsamp_warps_issue_stalled_barrier"
+
+
+def _planted2(case: str, kernel: str) -> KernelProfile:
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = Path(tmp) / "deep.ncu-rep"
+        rep.write_bytes(gzip.decompress((FIX / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
+        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
+
+
+def _marked(path: Path) -> list[int]:
+    return [i for i, ln in enumerate(path.read_text().splitlines(), 1) if "// PLANTED" in ln]
+
+
+class _Sass:
+    """An action with a few instructions (pc -> SASS text), as ncu_report's IAction.sass_by_pc answers."""
+
+    def __init__(self, code: dict[int, str]) -> None:
+        self.code = code
+
+    def sass_by_pc(self, pc: int) -> str:
+        return self.code.get(pc, "")
+
+
+def test_barrier_samples_belong_to_the_barrier_before_them() -> None:
+    s = SASS_INSTRUCTION_BYTES
+    act = _Sass({0: "  BAR.SYNC.DEFER_BLOCKING 0x0", s: "  LDS R8, [R5]", 2 * s: "  @!P0 MEMBAR.SC.GPU",
+                 3 * s: "  FADD R1, R2, R3"})
+    assert _wait_owner(act, BARRIER, s) == 0  # sampled after the barrier: the barrier's
+    assert _wait_owner(act, BARRIER, 0) == 0  # on the barrier itself: stays
+    assert _wait_owner(act, BARRIER + "_not_issued", s) == 0
+    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_long_scoreboard", s) == s  # other reasons: as sampled
+    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_membar", 3 * s) == 2 * s  # a predicated MEMBAR
+    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_barrier", 3 * s) == 3 * s  # a MEMBAR is no BAR
+    assert _wait_owner(_Sass({}), BARRIER, s) == s  # no SASS: as sampled
+
+
+def test_a_barrier_heavy_kernel_names_its_barrier_line() -> None:
+    """Case 40 (recorded: its 24 sweeps unrolled, each barrier's stall samples on the next sweep's first shared
+    load): the barrier finding names the __syncthreads line, not the line of the loads after it."""
+    k = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    [f] = REGISTRY["stalls.barrier-heavy"].run(k)
+    assert [_line_no(f.line)] == _marked(FIX.parents[1] / "examples" / "planted2" / "40-patch-diffusion-sweeps"
+                                         / "planted.cu")
+
+
+def test_a_divergence_names_the_branch_that_splits_the_warps() -> None:
+    """Case 14 of the second suite (Nsight Compute) and case 05 of the first (the CUPTI collector, which counts
+    divergent branch targets per instruction): the finding names the branch line, where the warps split, not the
+    masked loop after it. Without per-line branch counts it falls back to the most serialized sampled line."""
+    root = FIX.parents[1] / "examples"
+    k = _planted2("14-data-dependent-branch", "activate_branchy")
+    [f] = REGISTRY["control.warp-divergence"].run(k)
+    assert [_line_no(f.line)] == _marked(root / "planted2" / "14-data-dependent-branch" / "planted.cu")
+    got = load_collected(FIX / "collector" / "05-warp-divergence.jsonl")
+    c = next(k for k in collected_profile(got).kernels if k.name.startswith("divergent_paths"))
+    [f] = REGISTRY["control.warp-divergence"].run(c)
+    planted = _marked(root / "planted" / "05-warp-divergence" / "planted.cu")
+    assert [_line_no(f.line)] == planted
+    lines = [s.model_copy(update={"counters": {m: v for m, v in s.counters.items()
+                                              if m != "smsp__branch_targets_threads_divergent"}})
+             for s in c.source_lines]
+    [f] = REGISTRY["control.warp-divergence"].run(c.model_copy(update={"source_lines": lines}))
+    assert _line_no(f.line) == planted[0] + 2  # path B's loop, the hottest masked line

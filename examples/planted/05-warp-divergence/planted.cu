@@ -1,8 +1,8 @@
 // 05-warp-divergence. Planted: a branch that splits every warp. divergent_paths runs path B (on b[j])
 // in odd lanes and path A (on a[j]) in even lanes, both long FMA loops, so every warp issues both loops
-// with half its lanes masked off. The marked line is path B, the hotter side (two dependent ops per trip).
-// Fixed twin: uniform_paths gives whole warps one path ((warp index) & 1) and maps j so each warp's
-// loads stay contiguous; every element gets the same arithmetic, so the results are bit-identical.
+// with half its lanes masked off. Marked: the branch that splits the warps, the cause a divergence
+// finding names (it once marked path B's loop). Fixed twin: uniform_paths gives whole warps one path
+// ((warp index) & 1) and maps j so each warp's loads stay contiguous: the results are bit-identical.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +19,9 @@ extern "C" __global__ void divergent_paths(const float* __restrict__ a, const fl
                                            float* __restrict__ oa, float* __restrict__ ob) {
     unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned j = t >> 1;
-    if (t & 1) {                                   // odd lanes: path B
+    if (t & 1) {                                   // PLANTED: odd lanes take path B, even lanes path A
         float x = b[j], y = 1.0f;
-        for (int k = 0; k < ITER; ++k) { x = fmaf(x * x, -0.5f, 0.75f); y = fmaf(y, 0.25f, x); }  // PLANTED
+        for (int k = 0; k < ITER; ++k) { x = fmaf(x * x, -0.5f, 0.75f); y = fmaf(y, 0.25f, x); }
         ob[j] = y;
     } else {                                       // even lanes: path A
         float x = a[j], y = 0.0f;

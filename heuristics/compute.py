@@ -151,23 +151,29 @@ def _fp64(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 @rule("compute.special-functions", family="compute", scope="ncu",
-      description="Transcendentals (MUFU: exp, sin, rsqrt...) keep the XU pipe busy.",
-      thresholds={"min_xu_pipe_pct": 40.0}, metrics=(XU_PIPE,), supersedes=("sass.mufu-heavy",))
+      description="Transcendentals (MUFU: exp, sin, rsqrt...) keep the XU pipe busy; a warning where it is the busiest "
+                  "math pipe (the limiter), a note where the FMA pipe is busier.",
+      thresholds={"min_xu_pipe_pct": 40.0}, metrics=(XU_PIPE, FMA_PIPE), supersedes=("sass.mufu-heavy",))
 def _xu(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(XU_PIPE)
     if v is None or v < run.th["min_xu_pipe_pct"]:
         return
+    fma = k.num(FMA_PIPE)
+    limits = fma is None or v >= fma  # the XU pipe, a quarter of the FMA pipe's rate, is the busiest: it limits
     yield run.finding(
-        kernel=k.name, severity="warning", impact=min(1.0, v / 100),
+        kernel=k.name, severity="warning" if limits else "info", impact=min(1.0, v / 100) if limits else 0.05,
         title="Special-function (XU) pipe busy",
         # the MUFU instructions themselves wait on the throttles; their consumers on the short scoreboard
         line=cost_line(k, ("smsp__pcsamp_warps_issue_stalled_mio_throttle",
                            "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"),
                        ("smsp__pcsamp_warps_issue_stalled_short_scoreboard",)),
-        diagnosis=(f"{k.name}: the XU pipe (MUFU transcendentals, conversions) runs at {v:.0f}% of peak: it has 1/4 "
-                   "of the FMA pipe's throughput, so it limits the kernel."),
+        diagnosis=(f"{k.name}: the XU pipe (MUFU transcendentals, conversions) runs at {v:.0f}% of peak"
+                   + (": it has 1/4 of the FMA pipe's throughput, so it limits the kernel." if limits else
+                      f", below the FMA pipe's {fma:.0f}%: busy, but not what limits the kernel.")),
         evidence=[Evidence(metric=XU_PIPE, value=round(v, 1), threshold=run.th["min_xu_pipe_pct"], unit="%",
-                           source="ncu", kernel=k.name)],
+                           source="ncu", kernel=k.name),
+                  Evidence(metric=FMA_PIPE, value=round(fma, 1) if fma is not None else None, unit="%", source="ncu",
+                           kernel=k.name)],
         fixes=[Fix(action="Hoist transcendentals out of loops, use identities (exp(a)*exp(b) = exp(a+b)), or "
                           "polynomial approximations on the FMA pipe.", expected_effect="fewer MUFU instructions"),
                Fix(action="Avoid needless int/float conversions (they also use the XU pipe).",
@@ -184,7 +190,11 @@ def _issue(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if v is None or v < run.th["min_issue_pct"]:
         return
     work, total = fma_work(k, run.ctx.get("sass", {}).get(k.mangled_name)), k.num(THREAD_INST)
-    fma_share = 100.0 * work[0] / total if work is not None and total else None
+    # the arithmetic itself: FMAs (FP32 and half), and the FP32 adds and multiplies beside them (from the op rates)
+    rates = [k.num(m) for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)]
+    scale = (sum(rates) / rates[0]) if all(r is not None for r in rates) and rates[0] else 1.0  # type: ignore[arg-type,operator]
+    fma_share = (100.0 * (work[0] + (scale - 1.0) * (work[0] - work[1])) / total
+                 if work is not None and total else None)
     useful = fma_share is not None and fma_share >= run.th["useful_fma_share_pct"]
     yield run.finding(
         kernel=k.name, severity="info" if useful else "warning", impact=round(v / 100, 3),
@@ -192,16 +202,16 @@ def _issue(k: KernelProfile, run: Run) -> Iterable[Finding]:
         line=hottest_line(k, "smsp__pcsamp_sample_count"),
         diagnosis=(f"{k.name}: the warp schedulers issue in {v:.0f}% of active cycles, near the one-instruction-per-"
                    "cycle limit: only fewer instructions make it faster."
-                   + (f" {fma_share:.0f}% of its thread instructions are FMAs, so most of what it issues is the "
-                      "arithmetic itself: it runs near the FP32 roof, and only packed (half2) math or tensor cores "
-                      "would raise it." if useful else
-                      f" Only {fma_share:.0f}% of them are FMAs: index arithmetic, conversions and control flow "
-                      "take the issue slots." if fma_share is not None else "")),
+                   + (f" {fma_share:.0f}% of its thread instructions are floating-point arithmetic (FMAs, FP32 adds "
+                      "and multiplies), so most of what it issues is the arithmetic itself: it runs near the FP32 "
+                      "roof, and only packed (half2) math or tensor cores would raise it." if useful else
+                      f" Only {fma_share:.0f}% of them are floating-point arithmetic: index arithmetic, conversions "
+                      "and control flow take the issue slots." if fma_share is not None else "")),
         evidence=[Evidence(metric=ISSUE, value=round(v, 1), threshold=run.th["min_issue_pct"], unit="%", source="ncu",
                            kernel=k.name),
                   Evidence(metric="smsp__inst_executed.sum", value=k.num("smsp__inst_executed.sum"), source="ncu",
                            kernel=k.name),
-                  Evidence(metric="fma_share_of_thread_instructions_pct",
+                  Evidence(metric="fp_arithmetic_share_of_thread_instructions_pct",
                            value=round(fma_share, 1) if fma_share is not None else None,
                            threshold=run.th["useful_fma_share_pct"], unit="%", source="ncu", kernel=k.name)],
         fixes=[Fix(action="Cut instructions per result: vector loads, fewer index computations (strength reduction, "

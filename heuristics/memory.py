@@ -342,7 +342,8 @@ LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_se
 
 @rule("memory.non-vectorized-access", family="memory", scope="ncu",
       description="A memory-heavy kernel moves global data 4 bytes per thread per instruction.",
-      thresholds={"max_sectors_per_request": 4.5, "min_memory_pct": 40.0, "max_excess_pct": 10.0},
+      thresholds={"max_sectors_per_request": 4.5, "min_memory_pct": 40.0, "max_excess_pct": 10.0,
+                  "dram_roof_pct": 80.0},
       metrics=(LD_REQ, LD_SEC, "smsp__sass_inst_executed_op_global_ld.sum", "sm__inst_executed_pipe_lsu.avg."
                "pct_of_peak_sustained_active"),
       supersedes=("sass.scalar-global-loads",), context=('sass',))
@@ -367,13 +368,21 @@ def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
             f"{w}: {n}" for w, n in sorted(sass.memory.loads_by_width.items())), source="sass", kernel=k.name))
     line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle",), GLOBAL_TRAFFIC,
                      ("smsp__pcsamp_warps_issue_stalled_long_scoreboard",))
+    # at the DRAM roof the bytes set the time: wider accesses would save instructions, not time
+    dram = k.num(DRAM_PCT)
+    at_roof = dram is not None and dram >= run.th["dram_roof_pct"]
+    if at_roof:
+        ev.append(Evidence(metric=DRAM_PCT, value=round(dram, 1), threshold=run.th["dram_roof_pct"], unit="%",  # type: ignore[arg-type]
+                           source="ncu", kernel=k.name))
     yield run.finding(
-        kernel=k.name, line=line, severity="warning",
-        impact=0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",
+        kernel=k.name, line=line, severity="info" if at_roof else "warning",
+        impact=0.02 if at_roof else 0.15, title="Scalar (32-bit) global accesses in a memory-bound kernel",
         diagnosis=(f"{k.name}: its global loads touch {spr:.1f} sectors per warp request, i.e. 4 bytes per thread "
                    f"per instruction, while the memory system runs at {mem:.0f}% of peak: 4x more load/store "
                    "instructions than 16-byte vectors need, which fills the LSU queues and limits bytes in flight"
-                   + (f"; hottest line {line}" if line else "") + "."),
+                   + (f"; hottest line {line}" if line else "") + "."
+                   + (f" DRAM already runs at {dram:.0f}% of its peak, so the bytes set the time: vector accesses "
+                      "would save instructions, not time." if at_roof else "")),
         evidence=ev,
         fixes=[Fix(action="Load and store float4 (or int4 / __half2 x4): reinterpret aligned pointers as float4, "
                           "handle the remainder separately.", expected_effect="4x fewer memory instructions; a "

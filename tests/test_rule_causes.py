@@ -22,6 +22,7 @@ FIX = Path(__file__).parent / "fixtures"
 FP64_PIPE = "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active"
 XU_PIPE = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
 MIO = "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 
 
 @cache
@@ -66,7 +67,6 @@ def test_fp64_use_is_the_cause_of_special_function_pressure() -> None:
 
 @pytest.mark.parametrize(("case", "kernel", "cause"), [
     ("01-strided-copy", "strided_copy", "memory.uncoalesced-global-access"),
-    ("09-scalar-loads", "saxpy_scalar", "memory.non-vectorized-access"),
     ("04-register-limited-occupancy", "scale_sum_early_coefs", "occupancy.register-limited"),
     ("07-ffma-matmul", "wmma_matmul", "occupancy.register-limited"),
 ])
@@ -82,6 +82,20 @@ def test_the_dominant_stall_merges_into_the_finding_that_explains_it(case: str, 
     host = next(f for f in merged if f.rule == cause)
     assert "stalls.dominant-stall-reason" in host.explains
     assert any(e.metric.startswith("smsp__average_warps_issue_stalled_") for e in host.evidence)
+
+
+def test_scalar_loads_at_the_dram_roof_are_a_note() -> None:
+    """P09 saxpy_scalar (recorded: DRAM at 83% of its peak with 32-bit loads; its float4 twin ran 1.07x faster):
+    the bytes set the time, so the scalar-load finding is a note (info) carrying the DRAM figure, and as a note it
+    takes no symptom in. Stated: with DRAM at 60% the same kernel gets the warning, which absorbs the dominant
+    stall it explains."""
+    k = planted("09-scalar-loads", "saxpy_scalar")
+    [f] = REGISTRY["memory.non-vectorized-access"].run(k)
+    assert f.severity == "info" and "not time" in f.diagnosis and any(e.metric == DRAM_PCT for e in f.evidence)
+    below = with_metrics(k, **{DRAM_PCT: 60.0})
+    merged = merge(run_rules("ncu", below, context={"sass": sass("09-scalar-loads")}))
+    host = next(f for f in merged if f.rule == "memory.non-vectorized-access")
+    assert host.severity == "warning" and "stalls.dominant-stall-reason" in host.explains
 
 
 def _mio_bound(k: KernelProfile) -> KernelProfile:
@@ -212,3 +226,28 @@ def test_on_chip_reuse_without_multiply_accumulates_is_no_product() -> None:
     conv = _planted2("41-pointwise-conv-scalar", "conv1x1_thread_per_output")
     [f] = rule.run(conv)
     assert any(e.metric == "ffma_share_of_fp32_arithmetic_pct" and e.value == 100.0 for e in f.evidence)
+
+
+def test_a_healthy_compute_bound_kernel_gets_notes_not_warnings() -> None:
+    """Case 44, an all-pairs N-body (recorded: issue active 91%, FFMA 34% of the thread instructions but FP32
+    arithmetic with its adds and multiplies about 69%; the XU pipe at 42% for one rsqrtf per interaction, the FMA
+    pipe at 73%): the issue-bound and special-function findings are notes. Stated: without the adds and
+    multiplies the issue slots look spent on overhead (warning); with the XU pipe at 80%, busier than the FMA
+    pipe, it limits (warning)."""
+    k = _planted2("44-healthy-nbody-tiles", "nbody_accel")
+    [issue] = REGISTRY["compute.issue-bound"].run(k)
+    [xu] = REGISTRY["compute.special-functions"].run(k)
+    assert issue.severity == "info" and "floating-point arithmetic" in issue.diagnosis
+    assert xu.severity == "info" and "not what limits" in xu.diagnosis
+    [issue] = REGISTRY["compute.issue-bound"].run(with_metrics(k, **{FADD_RATE: 0.0, FMUL_RATE: 0.0}))
+    assert issue.severity == "warning" and "Only 34%" in issue.diagnosis
+    [xu] = REGISTRY["compute.special-functions"].run(with_metrics(k, **{XU_PIPE: 80.0}))
+    assert xu.severity == "warning"
+    assert not [f for f in diagnose_kernels([k])[0].findings if f.severity != "info"]
+
+
+def test_scalar_loads_of_a_scan_at_the_dram_roof_are_a_note() -> None:
+    """Case 45, a warp-shuffle scan (recorded: 4-byte loads, one request per 4 sectors, DRAM at 87%): a note."""
+    k = _planted2("45-healthy-warp-scan", "scan_segments")
+    [f] = REGISTRY["memory.non-vectorized-access"].run(k)
+    assert f.severity == "info"

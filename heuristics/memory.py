@@ -341,11 +341,12 @@ LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_se
 
 
 @rule("memory.non-vectorized-access", family="memory", scope="ncu",
-      description="A memory-heavy kernel moves global data 4 bytes per thread per instruction.",
+      description="A memory-heavy kernel moves global data 4 bytes per thread per instruction, and those loads are a "
+                  "sizable share of what it issues.",
       thresholds={"max_sectors_per_request": 4.5, "min_memory_pct": 40.0, "max_excess_pct": 10.0,
-                  "dram_roof_pct": 80.0},
+                  "dram_roof_pct": 80.0, "min_global_ld_share_pct": 7.0},
       metrics=(LD_REQ, LD_SEC, "smsp__sass_inst_executed_op_global_ld.sum", "sm__inst_executed_pipe_lsu.avg."
-               "pct_of_peak_sustained_active"),
+               "pct_of_peak_sustained_active", "smsp__inst_executed.sum"),
       supersedes=("sass.scalar-global-loads",), context=('sass',))
 def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
     spr, mem = k.global_load_sectors_per_request, k.memory_throughput_pct
@@ -355,9 +356,17 @@ def _nonvec(k: KernelProfile, run: Run) -> Iterable[Finding]:
     excess, total = k.num(EXCESS), k.num(TOTAL)
     if excess is not None and total and 100.0 * excess / total > run.th["max_excess_pct"]:
         return  # not a width problem: the uncoalesced rule speaks
+    # 4x fewer loads save 3/4 of their issue slots: where global loads are a small share of what the kernel issues
+    # (shared-memory or atomic work, arithmetic), their width cannot be what limits it
+    loads, issued = k.num("smsp__sass_inst_executed_op_global_ld.sum"), k.num("smsp__inst_executed.sum")
+    ld_share = 100.0 * loads / issued if loads is not None and issued else None
+    if ld_share is not None and ld_share < run.th["min_global_ld_share_pct"]:
+        return
     sass = run.ctx.get("sass", {}).get(k.mangled_name)
     ev = [Evidence(metric="global_load_sectors_per_request", value=spr, threshold=run.th["max_sectors_per_request"],
                    source="ncu", kernel=k.name),
+          Evidence(metric="global_loads_share_of_instructions_pct", value=round(ld_share, 1) if ld_share is not None
+                   else None, threshold=run.th["min_global_ld_share_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", value=mem,
                    threshold=run.th["min_memory_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric="sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",

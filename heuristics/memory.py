@@ -97,7 +97,7 @@ def _excess_from_cache(k: KernelProfile, excess: float | None, total: float | No
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
       description="Global accesses touch more 32-byte sectors than the data they use needs.",
       thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0,
-                  "cache_busier_pct": 10.0},
+                  "cache_busier_pct": 10.0, "busy_sm_pct": 60.0, "idle_memory_pct": 40.0},
       metrics=(DRAM_PCT,),
       explains=("memory.dram-saturated",))  # the wasted sectors are what fills the memory system
 def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
@@ -118,7 +118,12 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     line = hottest_line(k, EXCESS)
     cached = _excess_from_cache(k, excess, total, run.th["cache_busier_pct"])
-    if cached:
+    # compute-bound: the SM near its peak and the memory side far from its own, so the wasted sectors spend
+    # bandwidth the kernel does not need
+    sm, mem = k.sm_throughput_pct, k.memory_throughput_pct
+    spare = (not cached and sm is not None and mem is not None and sm >= run.th["busy_sm_pct"]
+             and mem < run.th["idle_memory_pct"])
+    if cached or spare:
         sev = "info"
     yield run.finding(
         severity=sev, kernel=k.name,  # type: ignore[arg-type]
@@ -127,7 +132,9 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         diagnosis=(f"{k.name}: {what}; neighbouring threads read addresses far apart, so most of every sector "
                    "fetched is wasted bandwidth" + (f" (worst line {line})" if line else "") + "."
                    + (f" Here {cached}, so it costs no DRAM bandwidth and the caches are not the limit: not what "
-                      "sets the time today." if cached else "")),
+                      "sets the time today." if cached else "")
+                   + (f" The kernel is compute-bound (compute {sm:.0f}%, memory {mem:.0f}% of peak): the wasted "
+                      "bandwidth is not what sets the time today." if spare else "")),
         evidence=[Evidence(metric=metric, value=value, threshold=threshold, source="ncu", kernel=k.name, line=line),
                   Evidence(metric="global_load_sectors_per_request", value=spr, source="ncu", kernel=k.name)],
         fixes=[

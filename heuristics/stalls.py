@@ -117,10 +117,16 @@ _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "d
             "gmma"}
 
 
+ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+
+
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",
-      description="One warp-stall reason accounts for most of the time warps spend not issuing.",
-      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_unit_pct": 80.0},
-      context=("sass",))
+      description="One warp-stall reason accounts for most of the time warps spend not issuing; a note where the unit "
+                  "waited on is the kernel's limiter (near its peak) or where the schedulers issue almost every "
+                  "cycle anyway (other warps hide the wait).",
+      thresholds={"min_share_pct": 40.0, "min_cycles_per_issue": 1.0, "saturated_unit_pct": 60.0,
+                  "hidden_issue_pct": 80.0},
+      metrics=(ISSUE,), context=("sass",))
 def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     stalls = {r: v for r, v in k.stall_reasons.items() if r not in ("selected",)}
     total = sum(stalls.values())
@@ -137,18 +143,23 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if reason in ("mio_throttle", "short_scoreboard"):
         fixes = _mio_fixes(k, run.ctx.get("sass", {}).get(k.mangled_name))
     unit, busy = _unit_waited_on(k, reason)
+    # the unit waited on near its peak (the classifier's "near": the class already names it as the limit)
     saturated = busy is not None and busy >= run.th["saturated_unit_pct"]
+    issue = k.num(ISSUE)
+    hidden = not saturated and issue is not None and issue >= run.th["hidden_issue_pct"]
     sampled = (f"smsp__pcsamp_warps_issue_stalled_{reason}",)
     # drain samples sit on the exit: the stores it waits for are the lines that move global memory
     line = cost_line(k, GLOBAL_TRAFFIC, sampled) if reason == "drain" else cost_line(k, sampled)
     yield run.finding(
-        severity="info" if saturated else "warning" if share < 70 else "high",
+        severity="info" if saturated or hidden else "warning" if share < 70 else "high",
         kernel=k.name, line=line, impact=round(share / 100, 3), title=f"Dominant stall: {reason.replace('_', ' ')}",
         topic=reason,
         diagnosis=(f"{k.name}: {share:.0f}% of stall cycles are '{reason}' ({cycles:.1f} cycles per issued "
                    f"instruction): {meaning}" + (f"; worst line {line}" if line else "") + "."
                    + (f" The {unit} already runs at {busy:.0f}% of peak, so this wait is that unit's limit "
-                      "itself." if saturated else "")),
+                      "itself." if saturated else "")
+                   + (f" The schedulers still issue in {issue:.0f}% of cycles: other warps hide the wait." if hidden
+                      else "")),
         evidence=[Evidence(metric=f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
                            value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),
                   Evidence(metric="stall_share_pct", value=round(share, 1), threshold=run.th["min_share_pct"], unit="%",

@@ -32,6 +32,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "planted2"
 SPLIT_FILE = SUITE / "split.json"
 WARNING_OR_WORSE = {"warning", "high", "critical"}
 CONFIRM_SPEEDUP = 1.2  # the fixed twin must be at least this much faster, or the plant is unconfirmed
+ROOF_PCT = 60.0  # a healthy kernel's busiest unit (speed of light, measured) runs at least this close to its peak
 SPLIT_RULE = ("Strata are the cases' families (the expected rule's family; 'healthy' and 'system' are their "
               "own) within a wave (the batch a case was added in). Within a stratum the cases are ordered by "
               "the SHA-256 of their id; the first ceil(n/3) go to validation, the rest to dev. A stratum of one "
@@ -137,6 +138,7 @@ class Score(BaseModel):
     twin_ok: bool | None = None
     twin_speedup: float | None = None  # measured, no rule involved: planted total time / the twin's
     confirmed: bool | None = None  # twin_speedup >= CONFIRM_SPEEDUP; None: no twin measured (healthy, system)
+    roof_pct: float | None = None  # healthy: its busiest unit's throughput, % of peak (measured, no rule)
     misses: list[str] = Field(default_factory=list)
 
     @property
@@ -273,6 +275,9 @@ def score_case(case: PlantedCase, part: Part, root: Path = FIXTURES) -> Score:
     s = score_findings(case, part, k.bottleneck.cls, list(k.findings),
                        list(twin.findings) if twin is not None else None)
     s.twin_speedup, s.confirmed = measured["twin_speedup"], measured["confirmed"]
+    if case.kind == "healthy":
+        units = [v for v in (k.bottleneck.sm_throughput_pct, k.bottleneck.memory_throughput_pct) if v is not None]
+        s.roof_pct = max(units) if units else None
     if case.fixed_kernel and twin is None:
         s.twin_ok = False
         s.misses.append(f"fixed twin {case.fixed_kernel} not diagnosed")
@@ -295,7 +300,14 @@ def summary(scores: list[Score]) -> dict[str, Any]:
             "twin": frac([s.twin_ok for s in scores]),
             "all": frac([s.all_ok for s in scores]),
             "confirmed": frac([s.confirmed for s in scores]),
-            "unconfirmed": [s.case for s in scores if s.confirmed is False]}
+            "unconfirmed": [s.case for s in scores if s.confirmed is False],
+            "below_roof": [f"{s.case} ({s.roof_pct:.2f}%)" for s in scores if below_roof(s)]}
+
+
+def below_roof(s: Score) -> bool:
+    """A healthy kernel whose busiest unit runs under ROOF_PCT of its peak: measured, no rule involved, so its
+    'healthy' label is doubtful (there is time to win somewhere)."""
+    return s.kind == "healthy" and s.roof_pct is not None and s.roof_pct < ROOF_PCT
 
 
 def render(scores: list[Score]) -> str:
@@ -313,10 +325,13 @@ def render(scores: list[Score]) -> str:
                            _twin(s), "; ".join(s.misses)[:160] or "-"] for s in rows]))
         sm = summary(rows)
         out.append("\n" + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sm.items()
-                                    if isinstance(v, list) and k != "unconfirmed"))
+                                    if isinstance(v, list) and k not in ("unconfirmed", "below_roof")))
         if sm["unconfirmed"]:
             out.append(f"unconfirmed (twin not {CONFIRM_SPEEDUP}x faster; still scored): "
                        + ", ".join(sm["unconfirmed"]))
+        if sm["below_roof"]:
+            out.append(f"healthy kernels below any roof (busiest unit under {ROOF_PCT:.0f}% of its peak; the label is "
+                       "doubtful, still scored): " + ", ".join(sm["below_roof"]))
     return "\n".join(out)
 
 

@@ -182,6 +182,22 @@ def test_fixed_twins_and_second_problems(scores: list) -> None:
     assert not bad, "\n".join(f"  {s.case} ({s.part}): " + "; ".join(s.misses) for s in bad)
 
 
+# Healthy kernels measured below any roof (their label is doubtful), with why they stay; a new one fails
+KNOWN_BELOW_ROOF = {
+    "51-healthy-smem-stencil": "validation: a tiled 1D convolution, memory at 60% of its peak (DRAM 52%)",
+    "53-healthy-tiled-stencil-2d": "dev: a tiled 2D stencil, DRAM at 56% (the register version, 38, reaches 88%)",
+}
+
+
+def test_every_healthy_kernel_runs_near_a_roof(scores: list) -> None:
+    """Measured, no rule involved: a healthy kernel's busiest unit runs at ROOF_PCT of its peak or more, or the
+    case plants nothing but is not healthy either (there is time to win). Known exceptions are listed."""
+    low = [f"  {s.case} ({s.part}): busiest unit at {s.roof_pct:.1f}% of its peak" for s in scores
+           if P2.below_roof(s) and s.case not in KNOWN_BELOW_ROOF]
+    assert not low, "healthy kernels below any roof (redesign them, or say why they stay):\n" + "\n".join(low)
+    assert all(P2.below_roof(s) for s in scores if s.case in KNOWN_BELOW_ROOF), "a known exception is at a roof now"
+
+
 def test_every_captured_case_plants_a_measurable_problem(scores: list) -> None:
     """Measured, no rule involved: each planted kernel's fixed twin ran at least CONFIRM_SPEEDUP times faster
     on the H100 (total time over every launch), or the case plants nothing the rules could be right about.

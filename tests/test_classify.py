@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import _planted2
 import pytest
 
 from kernelscope.heuristics.classify import (
@@ -102,23 +103,12 @@ def test_one_unit_near_its_peak_names_the_class_even_close_to_the_other() -> Non
 
 
 # ------------------------------------------------------------------------------------------ second planted suite
-def _planted2(case: str, kernel: str) -> KernelProfile:
-    """A kernel of a second-suite case as recorded on the H100 (tests/fixtures/planted2/<case>/deep.ncu-rep.gz)."""
-    import gzip
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        rep = Path(tmp) / "deep.ncu-rep"
-        rep.write_bytes(gzip.decompress((FIX.parent / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
-        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
-
-
 def test_both_units_busy_through_the_lsu_pipe_is_one_limit() -> None:
     """Case 40 (recorded: memory 93% and compute 91% of peak, the LSU pipe at 92%, 76M shared-memory instructions
     against 0.5M global loads): the SM side is the memory side's own instructions, so one limit and not "mixed";
     shared-memory instructions make it compute-bound. Stated: the same with global loads outnumbering them is
     memory-bound; with the LSU pipe at 40% (a math pipe carries the SM) it is mixed; without the counts, mixed."""
-    k = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    k = _planted2.kernel("40-patch-diffusion-sweeps", "diffuse_block_barriers")
     assert min(k.sm_throughput_pct or 0, k.memory_throughput_pct or 0) > 85
     b = classify(k)
     assert b.cls == "compute-bound" and "shared-memory instructions" in b.reasoning
@@ -142,7 +132,7 @@ def test_a_partial_last_wave_with_idle_units_is_tail_limited() -> None:
     25%): the partial wave leaves 37.5% of the SM time idle, which the launch shape explains before occupancy.
     Stated: 2 whole waves is occupancy-limited; a unit at 85% of its peak keeps its class (a block left alone
     in a tail runs faster when its units were the limit: the tail costs little)."""
-    k = _planted2("42-walker-tail-wave", "walk_small_blocks")
+    k = _planted2.kernel("42-walker-tail-wave", "walk_small_blocks")
     assert k.waves_per_sm == pytest.approx(1.25, abs=0.01)
     b = classify(k)
     assert b.cls == "launch/tail-limited" and "about 38%" in b.reasoning

@@ -6,17 +6,15 @@ every capture through the rules meets the accuracy floor, part by part."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 from typing import get_args
 
+import _planted2
 import pytest
 
 from kernelscope.heuristics import REGISTRY
@@ -50,16 +48,7 @@ KNOWN_LOUD_HEALTHY = {
 }
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("planted2_bench", REPO / "benchmarks" / "planted2.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["planted2_bench"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-P2 = _load()
+P2 = _planted2.suite()
 CASES = P2.load_cases()
 IDS = [c.id for c in CASES]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+import _planted2
 import pytest
 
 from kernelscope.heuristics import REGISTRY, merge, run_rules
@@ -200,30 +201,19 @@ def test_streaming_kernels_launched_together_are_fusion_candidates() -> None:
     assert all(f.rule != "memory.fusion-candidate" for k in diags for f in k.findings)
 
 
-def _planted2(case: str, kernel: str) -> KernelProfile:
-    """A kernel of a second-suite case as recorded on the H100 (tests/fixtures/planted2/<case>/deep.ncu-rep.gz)."""
-    import gzip
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        rep = Path(tmp) / "deep.ncu-rep"
-        rep.write_bytes(gzip.decompress((FIX / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
-        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
-
-
 def test_on_chip_reuse_without_multiply_accumulates_is_no_product() -> None:
     """Case 40, a diffusion stencil swept 24 times in shared memory (recorded: FMA-pipe work fed by shared loads,
     each DRAM byte reused many times, but FFMA only 40% of the FP32 arithmetic: its values are summed with FADD):
     no tensor-core finding. Stated: the same kernel with its adds counted as FFMA is taken for a product. Case 41,
     a 1x1 convolution on scalar FMAs (recorded: FFMA 100% of the FP32 arithmetic), keeps the finding."""
     rule = REGISTRY["compute.tensor-cores-unused"]
-    stencil = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    stencil = _planted2.kernel("40-patch-diffusion-sweeps", "diffuse_block_barriers")
     assert mac_share_pct(stencil) is not None and mac_share_pct(stencil) < 50  # type: ignore[operator]
     assert not rule.run(stencil)
     rates = {m: stencil.num(m) or 0.0 for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)}
     as_macs = with_metrics(stencil, **{FFMA_RATE: sum(rates.values()), FADD_RATE: 0.0, FMUL_RATE: 0.0})
     assert rule.run(as_macs)
-    conv = _planted2("41-pointwise-conv-scalar", "conv1x1_thread_per_output")
+    conv = _planted2.kernel("41-pointwise-conv-scalar", "conv1x1_thread_per_output")
     [f] = rule.run(conv)
     assert any(e.metric == "ffma_share_of_fp32_arithmetic_pct" and e.value == 100.0 for e in f.evidence)
 
@@ -234,7 +224,7 @@ def test_a_healthy_compute_bound_kernel_gets_notes_not_warnings() -> None:
     pipe at 73%): the issue-bound and special-function findings are notes. Stated: without the adds and
     multiplies the issue slots look spent on overhead (warning); with the XU pipe at 80%, busier than the FMA
     pipe, it limits (warning)."""
-    k = _planted2("44-healthy-nbody-tiles", "nbody_accel")
+    k = _planted2.kernel("44-healthy-nbody-tiles", "nbody_accel")
     [issue] = REGISTRY["compute.issue-bound"].run(k)
     [xu] = REGISTRY["compute.special-functions"].run(k)
     assert issue.severity == "info" and "floating-point arithmetic" in issue.diagnosis
@@ -249,7 +239,7 @@ def test_a_healthy_compute_bound_kernel_gets_notes_not_warnings() -> None:
 def test_scalar_loads_of_a_scan_at_the_dram_roof_are_a_note() -> None:
     """Case 45, a warp-shuffle scan (recorded: 4-byte loads, DRAM at 87%, global loads 5% of the instructions): no
     finding. Stated: with loads at 15% of the instructions, a note (the DRAM roof), not a warning."""
-    k = _planted2("45-healthy-warp-scan", "scan_segments")
+    k = _planted2.kernel("45-healthy-warp-scan", "scan_segments")
     rule = REGISTRY["memory.non-vectorized-access"]
     assert not rule.run(k)
     issued = k.num("smsp__inst_executed.sum") or 0.0
@@ -261,7 +251,7 @@ def test_scalar_loads_that_are_a_small_share_of_the_work_are_not_reported() -> N
     """Case 50, a shared-memory histogram (recorded: uchar4 loads, 4 bytes per thread per instruction, but global
     loads 5.9% of the warp instructions: four shared atomics per load dominate): wider loads could not matter, and
     no finding is raised. Stated: with global loads at 15% of the instructions, the warning is back."""
-    k = _planted2("50-healthy-smem-histogram", "histogram_private")
+    k = _planted2.kernel("50-healthy-smem-histogram", "histogram_private")
     rule = REGISTRY["memory.non-vectorized-access"]
     assert k.global_load_sectors_per_request == 4.0 and not rule.run(k)
     issued = k.num("smsp__inst_executed.sum") or 0.0
@@ -276,12 +266,12 @@ def test_a_stall_on_the_limiting_unit_or_hidden_by_issue_is_a_note() -> None:
     while the schedulers issue in 85% of cycles (other warps hide it): both notes. Stated: the softmax with its
     memory side at 45% and 09 with issue at 50% get the warning."""
     rule = REGISTRY["stalls.dominant-stall-reason"]
-    soft = _planted2("02-naive-softmax", "softmax_warp_per_row")
+    soft = _planted2.kernel("02-naive-softmax", "softmax_warp_per_row")
     [f] = rule.run(soft)
     assert f.severity == "info" and "that unit's limit" in f.diagnosis
     [f] = rule.run(soft.model_copy(update={"memory_throughput_pct": 45.0}))
     assert f.severity in ("warning", "high")
-    seg = _planted2("09-ragged-segments", "segsum_warp_per_chunk")
+    seg = _planted2.kernel("09-ragged-segments", "segsum_warp_per_chunk")
     [f] = rule.run(seg)
     assert f.severity == "info" and "hide the wait" in f.diagnosis
     [f] = rule.run(with_metrics(seg, **{"smsp__issue_active.avg.pct_of_peak_sustained_active": 50.0}))
@@ -292,7 +282,7 @@ def test_wasted_sectors_in_a_compute_bound_kernel_are_a_note() -> None:
     """27's fixed twin (recorded: half of its global sectors excess, compute at 90% of peak and memory at 22%):
     the bandwidth it wastes is not what it needs, a note. Stated: memory at 70% makes it the warning again."""
     rule = REGISTRY["memory.uncoalesced-global-access"]
-    k = _planted2("27-tiny-grid-divergent", "parity_wide_grid")
+    k = _planted2.kernel("27-tiny-grid-divergent", "parity_wide_grid")
     [f] = rule.run(k)
     assert f.severity == "info" and "compute-bound" in f.diagnosis
     [f] = rule.run(k.model_copy(update={"memory_throughput_pct": 70.0}))

@@ -6,10 +6,9 @@ divergence on the branch that splits the warps (tests/fixtures/planted2). Change
 
 from __future__ import annotations
 
-import gzip
-import tempfile
 from pathlib import Path
 
+import _planted2
 import pytest
 
 from kernelscope.heuristics import REGISTRY
@@ -106,17 +105,6 @@ def test_findings_cite_the_users_file_not_the_workspace_copy() -> None:
 BARRIER = "smsp__pcsamp_warps_issue_stalled_barrier"
 
 
-def _planted2(case: str, kernel: str) -> KernelProfile:
-    with tempfile.TemporaryDirectory() as tmp:
-        rep = Path(tmp) / "deep.ncu-rep"
-        rep.write_bytes(gzip.decompress((FIX / "planted2" / case / "deep.ncu-rep.gz").read_bytes()))
-        return next(k for k in load_profile(rep).kernels if k.name.startswith(kernel))
-
-
-def _marked(path: Path) -> list[int]:
-    return [i for i, ln in enumerate(path.read_text().splitlines(), 1) if "// PLANTED" in ln]
-
-
 class _Sass:
     """An action with a few instructions (pc -> SASS text), as ncu_report's IAction.sass_by_pc answers."""
 
@@ -143,24 +131,22 @@ def test_barrier_samples_belong_to_the_barrier_before_them() -> None:
 def test_a_barrier_heavy_kernel_names_its_barrier_line() -> None:
     """Case 40 (recorded: its 24 sweeps unrolled, each barrier's stall samples on the next sweep's first shared
     load): the barrier finding names the __syncthreads line, not the line of the loads after it."""
-    k = _planted2("40-patch-diffusion-sweeps", "diffuse_block_barriers")
+    k = _planted2.kernel("40-patch-diffusion-sweeps", "diffuse_block_barriers")
     [f] = REGISTRY["stalls.barrier-heavy"].run(k)
-    assert [_line_no(f.line)] == _marked(FIX.parents[1] / "examples" / "planted2" / "40-patch-diffusion-sweeps"
-                                         / "planted.cu")
+    assert [_line_no(f.line)] == _planted2.marked("40-patch-diffusion-sweeps")
 
 
 def test_a_divergence_names_the_branch_that_splits_the_warps() -> None:
     """Case 14 of the second suite (Nsight Compute) and case 05 of the first (the CUPTI collector, which counts
     divergent branch targets per instruction): the finding names the branch line, where the warps split, not the
     masked loop after it. Without per-line branch counts it falls back to the most serialized sampled line."""
-    root = FIX.parents[1] / "examples"
-    k = _planted2("14-data-dependent-branch", "activate_branchy")
+    k = _planted2.kernel("14-data-dependent-branch", "activate_branchy")
     [f] = REGISTRY["control.warp-divergence"].run(k)
-    assert [_line_no(f.line)] == _marked(root / "planted2" / "14-data-dependent-branch" / "planted.cu")
+    assert [_line_no(f.line)] == _planted2.marked("14-data-dependent-branch")
     got = load_collected(FIX / "collector" / "05-warp-divergence.jsonl")
     c = next(k for k in collected_profile(got).kernels if k.name.startswith("divergent_paths"))
     [f] = REGISTRY["control.warp-divergence"].run(c)
-    planted = _marked(root / "planted" / "05-warp-divergence" / "planted.cu")
+    planted = _planted2.suite().marked_lines((SOURCE.parents[1] / "05-warp-divergence" / "planted.cu").read_text())
     assert [_line_no(f.line)] == planted
     lines = [s.model_copy(update={"counters": {m: v for m, v in s.counters.items()
                                               if m != "smsp__branch_targets_threads_divergent"}})

@@ -162,10 +162,11 @@ def classify(k: KernelProfile) -> Bottleneck:
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
 
 
-def tail_idle_pct(waves: float | None) -> float | None:
-    """The share of the SM time a partial last wave leaves idle, for 1 to :data:`TAIL_MAX_WAVES` waves of blocks of
-    equal length (None outside that range: under one wave the grid is too small, beyond it the tail is short)."""
-    if waves is None or waves < 1.0 or waves > TAIL_MAX_WAVES:
+def tail_idle_pct(waves: float | None, max_waves: float = TAIL_MAX_WAVES) -> float | None:
+    """The share of the SM time a partial last wave leaves idle, for 1 to ``max_waves`` waves of blocks of equal
+    length (None outside that range: under one wave the grid is too small, beyond it the tail is short). The
+    classifier and launch.tail-effect both read it."""
+    if waves is None or waves < 1.0 or waves > max_waves:
         return None
     full = math.ceil(waves - 1e-9)
     return 100.0 * (full - waves) / full

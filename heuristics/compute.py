@@ -191,8 +191,8 @@ def _issue(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     work, total = fma_work(k, run.ctx.get("sass", {}).get(k.mangled_name)), k.num(THREAD_INST)
     # the arithmetic itself: FMAs (FP32 and half), and the FP32 adds and multiplies beside them (from the op rates)
-    rates = [k.num(m) for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)]
-    scale = (sum(rates) / rates[0]) if all(r is not None for r in rates) and rates[0] else 1.0  # type: ignore[arg-type,operator]
+    mac = mac_share_pct(k)
+    scale = 100.0 / mac if mac else 1.0  # FP32 arithmetic per FFMA
     fma_share = (100.0 * (work[0] + (scale - 1.0) * (work[0] - work[1])) / total
                  if work is not None and total else None)
     useful = fma_share is not None and fma_share >= run.th["useful_fma_share_pct"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from kernelscope.heuristics.classify import tail_idle_pct
 from kernelscope.heuristics.occupancy import hidden_note
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
@@ -51,12 +52,10 @@ def _tiny(k: KernelProfile, run: Run) -> Iterable[Finding]:
       thresholds={"min_idle_pct": 25.0, "max_waves": 4.0, "min_duration_ns": 10_000.0, "saturated_pct": 80.0})
 def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
     waves, dur = k.waves_per_sm, k.duration_ns
-    if waves is None or dur is None or waves < 1.0 or waves > run.th["max_waves"] or dur < run.th["min_duration_ns"]:
+    idle = tail_idle_pct(waves, run.th["max_waves"])
+    if waves is None or idle is None or dur is None or dur < run.th["min_duration_ns"] or idle < run.th["min_idle_pct"]:
         return
     full = math.ceil(waves - 1e-9)
-    idle = 100.0 * (full - waves) / full
-    if idle < run.th["min_idle_pct"]:
-        return
     hidden = hidden_note(k, run.th["saturated_pct"])
     yield run.finding(
         kernel=k.name, severity="info" if hidden else "warning", impact=idle / 100,

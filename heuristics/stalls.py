@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.compute import ISSUE
 from kernelscope.heuristics.memory import GLOBAL_TRAFFIC, cost_line, hottest_line, stall_share
 from kernelscope.heuristics.registry import Run, add_explains, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
@@ -115,9 +116,6 @@ def _unit_waited_on(k: KernelProfile, reason: str) -> tuple[str, float | None]:
 
 _IGNORED = {"selected", "not_selected", "sleeping", "no_instruction", "misc", "dispatch_stall", "tex_throttle",
             "gmma"}
-
-
-ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
 
 
 @rule("stalls.dominant-stall-reason", family="stalls", scope="ncu",

@@ -183,8 +183,8 @@ def score_findings(case: PlantedCase, part: Part, cls: str | None, findings: lis
     s.must_not_ok = not present
     if present:
         s.misses.append("must not appear: " + ", ".join(present))
-    if twin is not None and case.expected_rule:
-        s.twin_ok = all(f.rule != case.expected_rule for f in twin)
+    if twin is not None and case.expected_rule:  # raised: as a problem (a note saying it costs nothing is not)
+        s.twin_ok = all(f.rule != case.expected_rule or f.severity not in WARNING_OR_WORSE for f in twin)
         if not s.twin_ok:
             s.misses.append(f"fixed twin still raises {case.expected_rule}")
     return s

@@ -44,6 +44,8 @@ TAIL_IDLE_PCT = 25.0  # a partial last wave idling this share of the SM time (la
 TAIL_MAX_WAVES = 4.0  # beyond this many waves a partial one costs little (launch.tail-effect's bound)
 LSU_CARRIES_PCT = 5.0  # the LSU pipe within this of the SM's throughput carries it: the SM side is memory instructions
 
+SATURATED_ISSUE_PCT = 80.0  # the schedulers issue in this share of their SM's active cycles: no slack while it runs
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
 LSU_PIPE = "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
 SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
 # global loads stand for the global side: they are the bulk of a kernel's global memory instructions, and every
@@ -123,6 +125,14 @@ def classify(k: KernelProfile) -> Bottleneck:
         return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
                    f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
     if max(mem, sm) >= SOL_HIGH_PCT:
+        tail = _saturated_tail(k)
+        if tail is not None:
+            idle, issue, extra = tail
+            return out("launch/tail-limited", 0.6,
+                       f"compute units at {sm:.0f}% of peak over the whole run, but the schedulers issue in "
+                       f"{issue:.0f}% of the cycles their SM is active (no slack while the blocks run) and the "
+                       f"partial last wave leaves about {idle:.0f}% of the SM time idle: the tail is the time "
+                       "left to win", extra)
         return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
                    f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
     # no unit near its peak: the launch shape, then occupancy, then latency explain the idle time
@@ -160,6 +170,23 @@ def classify(k: KernelProfile) -> Bottleneck:
     return out("latency-bound", 0.6,
                f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) although occupancy is adequate: "
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
+
+
+def _saturated_tail(k: KernelProfile) -> tuple[float, float, list[Evidence]] | None:
+    """(idle share, issue-active %, evidence) where a compute-side kernel saturates its SMs while they run and a
+    partial last wave idles a tail's share of the SM time: the elapsed-time throughput counts the idle SMs, so
+    the tail, not the instructions, is what keeps it from its peak. None otherwise. Memory-side kernels are not
+    judged so: DRAM is shared, and fewer SMs can still keep it busy."""
+    idle, issue = tail_idle_pct(k.waves_per_sm), k.num(ISSUE_ACTIVE)
+    if idle is None or idle < TAIL_IDLE_PCT or issue is None or issue < SATURATED_ISSUE_PCT:
+        return None
+    return idle, issue, [
+        Evidence(metric="launch__waves_per_multiprocessor", value=round(k.waves_per_sm or 0.0, 3), source="ncu",
+                 kernel=k.name),
+        Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=TAIL_IDLE_PCT, unit="%", source="ncu",
+                 kernel=k.name),
+        Evidence(metric=ISSUE_ACTIVE, value=round(issue, 1), threshold=SATURATED_ISSUE_PCT, unit="%",
+                 source="ncu", kernel=k.name)]
 
 
 def tail_idle_pct(waves: float | None, max_waves: float = TAIL_MAX_WAVES) -> float | None:

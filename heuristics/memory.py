@@ -77,6 +77,13 @@ def stall_share(k: KernelProfile, reason: str) -> tuple[float | None, float]:
     return share(cycles, sum(stalls.values())), cycles or 0.0
 
 
+def dram_pct(k: KernelProfile) -> float | None:
+    """DRAM's throughput in % of its peak (dram__throughput); the memory system's (speed of light, which also
+    counts L1/L2 and shared memory) where the capture lacks it."""
+    v = k.num(DRAM_PCT)
+    return v if v is not None else k.memory_throughput_pct
+
+
 def _excess_from_cache(k: KernelProfile, excess: float | None, total: float | None, busier_pct: float) -> str | None:
     """Where a kernel's excess sectors cost nothing that limits it, in words; else None. They cost nothing when the
     kernel reads no more from DRAM than its ideal sectors would (the excess ones hit in L1/L2: neighbours reuse

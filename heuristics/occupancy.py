@@ -15,13 +15,23 @@ def busiest_unit_pct(k: KernelProfile) -> float | None:
     return max(vals) if vals else None
 
 
-def hidden_note(k: KernelProfile, saturated_pct: float) -> str | None:
-    """A sentence for a finding whose cost the busiest unit's saturation hides, or None when it does not."""
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+
+
+def hidden_note(k: KernelProfile, saturated_pct: float, *, while_active: bool = False) -> str | None:
+    """A sentence for a finding whose cost the busiest unit's saturation hides, or None when it does not.
+    ``while_active``: also where the schedulers issue in ``saturated_pct`` of the cycles their SM is active (a
+    latency finding's case: warps already cover every issue slot while the SM runs, so more warps would not
+    issue more, although idle SMs, a tail, keep the elapsed-time figures low)."""
     busy = busiest_unit_pct(k)
-    if busy is None or busy < saturated_pct:
-        return None
-    return (f" The busiest unit already runs at {busy:.0f}% of its peak, so this is not what limits the kernel "
-            "today; it matters once that unit's load falls.")
+    if busy is not None and busy >= saturated_pct:
+        return (f" The busiest unit already runs at {busy:.0f}% of its peak, so this is not what limits the kernel "
+                "today; it matters once that unit's load falls.")
+    issue = k.num(ISSUE_ACTIVE) if while_active else None
+    if issue is not None and issue >= saturated_pct:
+        return (f" The schedulers issue an instruction in {issue:.0f}% of the cycles their SM is active: the "
+                "resident warps already hide the latency, so more of them would not issue more.")
+    return None
 
 
 _LIMITERS = {
@@ -34,7 +44,7 @@ _LIMITERS = {
 
 @rule("occupancy.low-theoretical", family="occupancy", scope="ncu",
       description="The launch configuration caps resident warps at or below half the SM's maximum.",
-      thresholds={"theoretical_pct": 50.0, "saturated_pct": 80.0})
+      thresholds={"theoretical_pct": 50.0, "saturated_pct": 80.0}, metrics=(ISSUE_ACTIVE,))
 def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo = k.theoretical_occupancy_pct
     if theo is None or theo > run.th["theoretical_pct"]:  # at the threshold it is reported
@@ -43,7 +53,7 @@ def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
                                                                                         (int, float))}
     limiter = min(limits, key=lambda m: limits[m]) if limits else None  # type: ignore[arg-type, return-value]
     why = _LIMITERS.get(limiter or "", "an unknown resource")
-    hidden = hidden_note(k, run.th["saturated_pct"])
+    hidden = hidden_note(k, run.th["saturated_pct"], while_active=True)
     yield run.finding(
         severity="info" if hidden else "warning", kernel=k.name,
         title="Low theoretical occupancy",
@@ -82,7 +92,7 @@ def _achieved(k: KernelProfile, run: Run) -> Iterable[Finding]:
 @rule("occupancy.register-limited", family="occupancy", scope="ncu",
       description="Registers per thread are what caps resident warps (at or below the threshold).",
       thresholds={"theoretical_pct": 50.0, "high_theoretical_pct": 25.0, "saturated_pct": 80.0},
-      supersedes=("occupancy.low-theoretical", "ptxas.register-limited-occupancy"))
+      metrics=(ISSUE_ACTIVE,), supersedes=("occupancy.low-theoretical", "ptxas.register-limited-occupancy"))
 def _reg_limited(k: KernelProfile, run: Run) -> Iterable[Finding]:
     theo, regs = k.theoretical_occupancy_pct, k.registers_per_thread
     limits = {m: k.num(m) for m in _LIMITERS}
@@ -95,7 +105,7 @@ def _reg_limited(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ach = k.achieved_occupancy_pct
     block = k.block_size or 0
     target_regs = max(32, (65536 // max(1, 2 * block)) // 8 * 8) if block else None
-    hidden = hidden_note(k, run.th["saturated_pct"])
+    hidden = hidden_note(k, run.th["saturated_pct"], while_active=True)
     yield run.finding(
         kernel=k.name, impact=round(1 - theo / 100, 2),
         severity="info" if hidden else "high" if theo <= run.th["high_theoretical_pct"] else "warning",

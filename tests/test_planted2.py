@@ -23,13 +23,13 @@ from kernelscope.models.profile import BottleneckClass
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = REPO / "examples" / "planted2"
-# Regression floors, per part: what the replay of the H100 captures measured on 2026-11-26 (BENCHMARKS.md), so a
+# Regression floors, per part: what the replay of the H100 captures measured on 2026-11-27 (BENCHMARKS.md), so a
 # rule change that loses a case fails here. The target is higher (issue 29: class and top finding right on 95% of
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 30 / 32, "top": 23 / 24, "line": 14 / 18},
-    "validation": {"class": 18 / 20, "top": 12 / 14, "line": 7 / 10},
+    "dev": {"class": 35 / 37, "top": 26 / 27, "line": 16 / 20},
+    "validation": {"class": 21 / 22, "top": 14 / 15, "line": 9 / 11},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {
@@ -39,12 +39,13 @@ KNOWN_OTHER_MISSES = {
 }
 # Known healthy kernels with a warning, with why they stand (validation misses are not tuned away); a new one fails
 KNOWN_LOUD_HEALTHY = {
-    "46-healthy-padded-transpose": "validation: its one barrier per tile draws 26% of the stalls while DRAM runs at "
-                                   "83%; stalls.barrier-heavy does not weigh the memory side's saturation",
     "51-healthy-smem-stencil": "validation: its halo loads and one barrier per tile leave warps waiting on memory "
                                "(long scoreboard) with DRAM at 52%: classed latency-bound, the dominant stall warned",
     "53-healthy-tiled-stencil-2d": "dev: DRAM at 56%, warps waiting on the tile's loads (long scoreboard): the "
                                    "warning is likely right and the healthy label doubtful (case notes)",
+    "59-healthy-codebook-dequant": "validation: each float4 store covers half of every sector it touches (32-byte "
+                                   "stride per lane): L2 runs at 90% of its peak while DRAM runs at 54%, so the "
+                                   "uncoalesced warning is likely right and the healthy label doubtful",
 }
 
 

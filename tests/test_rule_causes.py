@@ -287,3 +287,48 @@ def test_wasted_sectors_in_a_compute_bound_kernel_are_a_note() -> None:
     assert f.severity == "info" and "compute-bound" in f.diagnosis
     [f] = rule.run(k.model_copy(update={"memory_throughput_pct": 70.0}))
     assert f.severity == "high"
+
+
+def test_lanes_lost_to_predication_are_divergence() -> None:
+    """Case 62, a tree scan whose levels test (tid + 1) % (2d) (recorded: all 32 threads active per instruction, 14
+    of them not predicated off; no divergent branch: the compiler predicated every level; the LSU pipe at 85%):
+    warp divergence, high, on the down-sweep's line (its loads, swap and add lose the most lane slots). Its twin,
+    a shuffle scan, raises nothing. Stated: the same lanes on an SM with issue to spare (compute at 40%) are a
+    note."""
+    rule = REGISTRY["control.warp-divergence"]
+    k = _planted2.kernel("62-interleaved-tree-scan", "scan_tree_interleaved")
+    assert k.num("smsp__sass_branch_targets_threads_divergent.sum") == 0
+    [f] = rule.run(k)
+    assert f.severity == "high" and "predicated off" in f.diagnosis and (f.line or "").endswith("planted.cu:52")
+    assert not rule.run(_planted2.kernel("62-interleaved-tree-scan", "scan_warp_shuffle"))
+    [f] = rule.run(k.model_copy(update={"sm_throughput_pct": 40.0}))
+    assert f.severity == "info" and "issue slots nothing else needs" in f.diagnosis
+
+
+def test_a_barrier_ahead_of_dram_bound_streaming_is_a_note() -> None:
+    """Case 58, a segment reversal through shared memory (recorded: 37% of the stalls at its one barrier, DRAM at
+    89% of its peak): the warps wait there for loads DRAM already delivers near its peak, so the barrier finding
+    is a note and the kernel draws no warning. Stated: with DRAM at 50%, a warning. Case 40 (the barriers of 24
+    sweeps in shared memory, DRAM idle) keeps its warning."""
+    rule = REGISTRY["stalls.barrier-heavy"]
+    k = _planted2.kernel("58-healthy-tile-reverse", "reverse_segments")
+    [f] = rule.run(k)
+    assert f.severity == "info" and "DRAM runs at 89%" in f.diagnosis
+    assert not [f for f in diagnose_kernels([k])[0].findings if f.severity != "info"]
+    [f] = rule.run(with_metrics(k, **{"dram__throughput.avg.pct_of_peak_sustained_elapsed": 50.0}))
+    assert f.severity in ("warning", "high")
+    [f] = rule.run(_planted2.kernel("40-patch-diffusion-sweeps", "diffuse_block_barriers"))
+    assert f.severity in ("warning", "high")
+
+
+def test_few_warps_that_already_fill_every_issue_slot_are_a_note() -> None:
+    """Case 61 (recorded: 39 registers, one block of 1024 threads per SM, theoretical occupancy 50%; the schedulers
+    issue in 98% of the cycles the SM is active): more warps could not issue more, so the register-limited finding
+    is a note, and the tail is the top finding. Stated: with issue at 50%, a warning."""
+    rule = REGISTRY["occupancy.register-limited"]
+    k = _planted2.kernel("61-saturated-tail-blocks", "series_wide_blocks")
+    [f] = rule.run(k)
+    assert f.severity == "info" and "98% of the cycles" in f.diagnosis
+    assert diagnose_kernels([k])[0].findings[0].rule == "launch.tail-effect"
+    [f] = rule.run(with_metrics(k, **{"smsp__issue_active.avg.pct_of_peak_sustained_active": 50.0}))
+    assert f.severity == "warning"

@@ -51,6 +51,7 @@ class PlantedCase(BaseModel):
     family: str  # the expected rule's family; "healthy" for healthy kernels
     kernel: str  # the kernel under test (bad or healthy); for system cases a kernel of the program
     fixed_kernel: str | None = None  # the fixed twin (planted cases)
+    challenger: str | None = None  # healthy cases: the same work done differently; faster by CONFIRM_SPEEDUP refutes
     expected_class: str | list[str] | None = None  # a class, or the classes accepted where two are defensible
     expected_rule: str | None = None  # the top finding (system: the top system finding); None: healthy
     also_accept: list[str] = Field(default_factory=list)  # other rules accepted on top (same cause)
@@ -66,6 +67,8 @@ class PlantedCase(BaseModel):
         healthy_shape = not (self.expected_rule or self.fixed_kernel or self.lines) and self.family == "healthy"
         if self.kind == "healthy" and not healthy_shape:
             raise ValueError(f"{self.id}: a healthy case has no rule, twin or line, and family 'healthy'")
+        if self.challenger and self.kind != "healthy":
+            raise ValueError(f"{self.id}: only a healthy case has a challenger (a planted case has its fixed twin)")
         if self.kind == "planted" and not (self.expected_rule and self.fixed_kernel and self.expected_class):
             raise ValueError(f"{self.id}: a planted case needs expected_rule, fixed_kernel and expected_class")
         if self.kind == "system" and (self.expected_class or not (self.expected_rule or "").startswith("system.")):
@@ -139,6 +142,8 @@ class Score(BaseModel):
     twin_speedup: float | None = None  # measured, no rule involved: planted total time / the twin's
     confirmed: bool | None = None  # twin_speedup >= CONFIRM_SPEEDUP; None: no twin measured (healthy, system)
     roof_pct: float | None = None  # healthy: its busiest unit's throughput, % of peak (measured, no rule)
+    challenger_speedup: float | None = None  # healthy: the kernel's total time / its challenger's (measured)
+    refuted: bool | None = None  # healthy: the challenger ran CONFIRM_SPEEDUP x faster, so the label is wrong
     misses: list[str] = Field(default_factory=list)
 
     @property
@@ -225,13 +230,14 @@ def load_reports(d: Path) -> tuple[Any, Any]:
     return (one("light") if has_light else deep), deep
 
 
-def twin_speedup(case: PlantedCase, light: Any) -> float | None:
-    """How much faster the fixed twin ran than the kernel under test, from the measured durations alone (no
-    rule output): ``launches`` x the planted kernel's mean gpu__time_duration over the twin's total, both
-    read from the report that holds every launch (the light one). None when either was not measured."""
+def twin_speedup(case: PlantedCase, light: Any, other: str | None = None) -> float | None:
+    """How much faster the fixed twin (or ``other``: a healthy case's challenger) ran than the kernel under test,
+    from the measured durations alone (no rule output): ``launches`` x the kernel's mean gpu__time_duration over
+    the twin's total, both read from the report that holds every launch (the light one). None when either was
+    not measured."""
     def durations(name: str | None) -> list[float]:
         return [k.duration_ns for k in light.kernels if k.mangled_name == name and k.duration_ns]
-    bad, fixed = durations(case.kernel), durations(case.fixed_kernel)
+    bad, fixed = durations(case.kernel), durations(other or case.fixed_kernel)
     if not bad or not fixed:
         return None
     return case.launches * (sum(bad) / len(bad)) / sum(fixed)
@@ -278,6 +284,9 @@ def score_case(case: PlantedCase, part: Part, root: Path = FIXTURES) -> Score:
     if case.kind == "healthy":
         units = [v for v in (k.bottleneck.sm_throughput_pct, k.bottleneck.memory_throughput_pct) if v is not None]
         s.roof_pct = max(units) if units else None
+        if case.challenger:
+            s.challenger_speedup = twin_speedup(case, reports[0], case.challenger)
+            s.refuted = None if s.challenger_speedup is None else s.challenger_speedup >= CONFIRM_SPEEDUP
     if case.fixed_kernel and twin is None:
         s.twin_ok = False
         s.misses.append(f"fixed twin {case.fixed_kernel} not diagnosed")
@@ -297,11 +306,15 @@ def summary(scores: list[Score]) -> dict[str, Any]:
             "top": frac([s.top_ok for s in scores if s.kind != "healthy"]),
             "line": frac([s.line_ok for s in scores]),
             "healthy_silent": frac([s.top_ok for s in scores if s.kind == "healthy"]),
+            # the healthy kernels whose label no measurement refuted (a challenger ran CONFIRM_SPEEDUP x faster)
+            "healthy_silent_unrefuted": frac([s.top_ok for s in scores if s.kind == "healthy" and not s.refuted]),
             "twin": frac([s.twin_ok for s in scores]),
             "all": frac([s.all_ok for s in scores]),
             "confirmed": frac([s.confirmed for s in scores]),
             "unconfirmed": [s.case for s in scores if s.confirmed is False],
-            "below_roof": [f"{s.case} ({s.roof_pct:.2f}%)" for s in scores if below_roof(s)]}
+            "below_roof": [f"{s.case} ({s.roof_pct:.2f}%)" for s in scores if below_roof(s)],
+            "refuted": [f"{s.case} ({s.challenger_speedup:.2f}x, {'warned' if not s.top_ok else 'silent'})"
+                        for s in scores if s.refuted]}
 
 
 def below_roof(s: Score) -> bool:
@@ -325,17 +338,23 @@ def render(scores: list[Score]) -> str:
                            _twin(s), "; ".join(s.misses)[:160] or "-"] for s in rows]))
         sm = summary(rows)
         out.append("\n" + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sm.items()
-                                    if isinstance(v, list) and k not in ("unconfirmed", "below_roof")))
+                                    if isinstance(v, list) and k not in ("unconfirmed", "below_roof", "refuted")))
         if sm["unconfirmed"]:
             out.append(f"unconfirmed (twin not {CONFIRM_SPEEDUP}x faster; still scored): "
                        + ", ".join(sm["unconfirmed"]))
         if sm["below_roof"]:
             out.append(f"healthy kernels below any roof (busiest unit under {ROOF_PCT:.0f}% of its peak; the label is "
                        "doubtful, still scored): " + ", ".join(sm["below_roof"]))
+        if sm["refuted"]:
+            out.append(f"healthy labels refuted by measurement (a challenger doing the same work ran {CONFIRM_SPEEDUP}x "
+                       "faster or more; counted in healthy_silent, left out of healthy_silent_unrefuted): "
+                       + ", ".join(sm["refuted"]))
     return "\n".join(out)
 
 
 def _twin(s: Score) -> str:
+    if s.challenger_speedup is not None:
+        return f"{s.challenger_speedup:.2f} " + ("refuted" if s.refuted else "challenged")
     if s.twin_speedup is None:
         return "-"
     return f"{s.twin_speedup:.2f}" + ("" if s.confirmed else " unconfirmed")

@@ -2,6 +2,9 @@
 // textbook shared-memory version: each 256-thread block stages its 256 inputs plus an 8-element halo on each
 // side in shared memory, one barrier, then each thread reads its 17 neighbours from the tile (taps in
 // constant memory). Every input is read from DRAM about once: bound by DRAM (512 MB). No warning expected.
+// Challenger (added 2026-11-27, after the capture measured DRAM at 52%, to test the healthy label by
+// measurement): the same filter with no shared memory, four outputs per thread from five aligned float4 loads,
+// the overlap between neighbours served by L1. If it runs 1.2x faster or more, the label is refuted.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +57,26 @@ extern "C" __global__ void __launch_bounds__(T) conv1d_tiled(const float* __rest
     y[i] = s;
 }
 
+extern "C" __global__ void __launch_bounds__(T) conv1d_registers(const float4* __restrict__ x4, float4* __restrict__ y4) {
+    const int q = blockIdx.x * T + threadIdx.x;  // outputs 4q .. 4q + 3
+    float v[4 + 2 * R];
+#pragma unroll
+    for (int c = 0; c < (4 + 2 * R) / 4; ++c) {
+        const int j = q - R / 4 + c;
+        const float4 f = (j >= 0 && j < (int)(N / 4)) ? x4[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[4 * c] = f.x; v[4 * c + 1] = f.y; v[4 * c + 2] = f.z; v[4 * c + 3] = f.w;
+    }
+    float o[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k <= 2 * R; ++k) s = fmaf(c_taps[k], v[e + k], s);
+        o[e] = s;
+    }
+    y4[q] = make_float4(o[0], o[1], o[2], o[3]);
+}
+
 int main() {
     std::vector<float> hx(N), ref(N), taps(2 * R + 1);
     for (auto& v : hx) v = frand();
@@ -67,8 +90,10 @@ int main() {
         ref[i] = s;
     }
     CK(cudaMemcpyToSymbol(c_taps, taps.data(), sizeof(float) * (2 * R + 1)));
-    float *dx = dcopy(hx), *dy = dnew<float>(N);
+    float *dx = dcopy(hx), *dy = dnew<float>(N), *dc = dnew<float>(N);
     LAUNCH(conv1d_tiled, N / T, T, dx, dy);
+    LAUNCH(conv1d_registers, N / 4 / T, T, (const float4*)dx, (float4*)dc);
     CK(cudaDeviceSynchronize());
-    return verdict("51-healthy-smem-stencil", hcopy(dy, N), ref, 1e-5);
+    return verdict("51-healthy-smem-stencil", hcopy(dy, N), ref, 1e-5) |
+           verdict("51-healthy-smem-stencil challenger", hcopy(dc, N), ref, 1e-5);
 }

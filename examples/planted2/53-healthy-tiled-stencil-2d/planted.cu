@@ -3,6 +3,9 @@
 // block stages a 32 x 32 tile plus its halo (34 x 34) with coalesced row loads, one barrier, then each
 // thread computes four rows of the tile from shared memory. Each cell is read from DRAM about once (the halo
 // adds 13%) and written once: bound by DRAM. No warning is expected.
+// Challenger (added 2026-11-27, after the capture measured DRAM at 56%, to test the healthy label by
+// measurement): the same sweep with no shared memory, one output per thread from five loads that L1 and L2
+// serve where neighbours overlap. If it runs 1.2x faster or more, the label is refuted.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +56,12 @@ extern "C" __global__ void __launch_bounds__(TX * BY) jacobi_tiled(const float* 
     }
 }
 
+extern "C" __global__ void jacobi_direct(const float* __restrict__ in, float* __restrict__ out) {
+    const size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x + 1, y = (size_t)blockIdx.y * blockDim.y + threadIdx.y + 1;
+    out[(y - 1) * W + x - 1] = 0.2f * (in[y * P + x] + in[y * P + x - 1] + in[y * P + x + 1] + in[(y - 1) * P + x] +
+                                       in[(y + 1) * P + x]);
+}
+
 int main() {
     std::vector<float> h((size_t)P * P, 0.0f), ref((size_t)W * W);
     for (size_t y = 1; y <= W; ++y)
@@ -61,8 +70,10 @@ int main() {
         for (size_t x = 1; x <= W; ++x)
             ref[(y - 1) * W + x - 1] = 0.2f * (h[y * P + x] + h[y * P + x - 1] + h[y * P + x + 1] + h[(y - 1) * P + x] +
                                                h[(y + 1) * P + x]);
-    float *din = dcopy(h), *dout = dnew<float>((size_t)W * W);
+    float *din = dcopy(h), *dout = dnew<float>((size_t)W * W), *dc = dnew<float>((size_t)W * W);
     LAUNCH(jacobi_tiled, dim3(W / TX, W / TY), dim3(TX, BY), din, dout);
+    LAUNCH(jacobi_direct, dim3(W / 32, W / 8), dim3(32, 8), din, dc);
     CK(cudaDeviceSynchronize());
-    return verdict("53-healthy-tiled-stencil-2d", hcopy(dout, (size_t)W * W), ref, 1e-5);
+    return verdict("53-healthy-tiled-stencil-2d", hcopy(dout, (size_t)W * W), ref, 1e-5) |
+           verdict("53-healthy-tiled-stencil-2d challenger", hcopy(dc, (size_t)W * W), ref, 1e-5);
 }

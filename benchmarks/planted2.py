@@ -346,8 +346,9 @@ def render(scores: list[Score]) -> str:
             out.append(f"healthy kernels below any roof (busiest unit under {ROOF_PCT:.0f}% of its peak; the label is "
                        "doubtful, still scored): " + ", ".join(sm["below_roof"]))
         if sm["refuted"]:
-            out.append(f"healthy labels refuted by measurement (a challenger doing the same work ran {CONFIRM_SPEEDUP}x "
-                       "faster or more; counted in healthy_silent, left out of healthy_silent_unrefuted): "
+            out.append("healthy labels refuted by measurement (a challenger doing the same work ran "
+                       f"{CONFIRM_SPEEDUP}x faster or more; counted in healthy_silent, left out of "
+                       "healthy_silent_unrefuted): "
                        + ", ".join(sm["refuted"]))
     return "\n".join(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.classify import peaks_for
 from kernelscope.heuristics.memory import cost_line, hottest_line
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
@@ -49,12 +50,14 @@ def mac_share_pct(k: KernelProfile) -> float | None:
 
 @rule("compute.tensor-cores-unused", family="tensor", scope="ncu",
       description="A matrix product written with FMAs (FP32 or half, scalar) while the tensor cores idle: FMAs "
-                  "fed by streamed operands, with data reuse no elementwise or matrix-vector kernel has, and FP32 "
-                  "arithmetic that is mostly multiply-accumulates (not a stencil's or a distance's adds). Reported "
-                  "whatever the kernel's class today (an opportunity: a memory-limited naive product gains most "
-                  "from tiling onto tensor cores).",
+                  "fed by streamed operands, with more FLOPs per DRAM byte than the GPU's FP32 ridge point (below "
+                  "it a kernel that ran its FMAs for free would still wait on DRAM, so a faster pipe cannot pay: "
+                  "filters, stencils and small products stay there), and FP32 arithmetic that is mostly "
+                  "multiply-accumulates (not a stencil's or a distance's adds). Reported whatever the kernel's "
+                  "class today (an opportunity: a memory-limited naive product gains most from tiling onto tensor "
+                  "cores).",
       thresholds={"max_tensor_pipe_pct": 1.0, "min_fma_share_pct": 10.0, "max_ffma_per_shared_load": 64.0,
-                  "max_ffma_per_global_load": 4.0, "min_flops_per_dram_byte": 8.0, "min_mac_share_pct": 75.0},
+                  "max_ffma_per_global_load": 4.0, "ridge_flops_per_dram_byte": 20.0, "min_mac_share_pct": 75.0},
       metrics=(FMA_PIPE, TENSOR_PIPE, FFMA, THREAD_INST, SHARED_LD, GLOBAL_LD),  # + the FP32 op rates: light stage
       supersedes=("sass.no-tensor-cores-on-mma-like",), context=('sass',), explains=("compute.issue-bound",))
 def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
@@ -75,8 +78,13 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
     naive = gld > 0 and warp_fma / gld <= th["max_ffma_per_global_load"]
     dram = (k.dram_bytes_read or 0.0) + (k.dram_bytes_write or 0.0)
     intensity = 2.0 * fmas / dram if dram else None
-    # reuse: measured as FLOPs per DRAM byte; without the DRAM counts, only a tiled product's staging shows it
-    reused = intensity >= th["min_flops_per_dram_byte"] if intensity is not None else tiled
+    # reuse enough for a faster pipe to pay: FLOPs per DRAM byte over the FP32 ridge point (the device's peak FP32
+    # rate over its DRAM bandwidth; the threshold where its peaks are unknown). Measured DRAM bytes are at least
+    # the compulsory ones, so a product's measured intensity never overstates it. Without the DRAM counts, only
+    # a tiled product's staging shows reuse
+    peaks = peaks_for(k.device)
+    ridge = (peaks.fp32_tflops * 1e3 / peaks.dram_gbps) if peaks else th["ridge_flops_per_dram_byte"]
+    reused = intensity >= ridge if intensity is not None else tiled
     if share < th["min_fma_share_pct"] or not (tiled or naive) or not reused:
         return
     # a product's arithmetic is multiply-accumulates (a dot product per output); a stencil, a distance or density
@@ -89,7 +97,7 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ev = [Evidence(metric="fma_share_of_thread_instructions_pct", value=round(share, 1),
                    threshold=th["min_fma_share_pct"], unit="%", source="ncu", kernel=k.name),
           Evidence(metric="fma_flops_per_dram_byte", value=round(intensity, 1) if intensity is not None else None,
-                   threshold=th["min_flops_per_dram_byte"], unit="FLOP/B", source="ncu", kernel=k.name),
+                   threshold=round(ridge, 1), unit="FLOP/B", source="ncu", kernel=k.name),
           Evidence(metric="fma_per_operand_load", value=round(warp_fma / (lds if tiled else gld), 2),
                    threshold=th["max_ffma_per_shared_load" if tiled else "max_ffma_per_global_load"],
                    source="ncu", kernel=k.name),
@@ -111,7 +119,8 @@ def _tensor(k: KernelProfile, run: Run) -> Iterable[Finding]:
         diagnosis=(f"{k.name}: {kind} FMAs are {share:.0f}% of executed thread instructions, fed by "
                    + ("operands reused from shared memory (a tiled product)" if tiled else
                       "operands loaded from global memory about once per FMA (a naive product)")
-                   + (f", and each DRAM byte feeds {intensity:.0f} FLOPs" if intensity is not None else "")
+                   + (f", and each DRAM byte feeds {intensity:.0f} FLOPs (the FP32 ridge point is {ridge:.0f}: past "
+                      "it the FMA pipe, not DRAM, is the roof)" if intensity is not None else "")
                    + " (data reuse: a matrix product, not an elementwise or matrix-vector kernel); the tensor pipe "
                    "is idle. On an H100 the FP16/BF16 tensor "
                    "cores deliver ~15x the FP32 FMA rate (TF32 ~7x)"

@@ -204,15 +204,20 @@ def test_streaming_kernels_launched_together_are_fusion_candidates() -> None:
 def test_on_chip_reuse_without_multiply_accumulates_is_no_product() -> None:
     """Case 40, a diffusion stencil swept 24 times in shared memory (recorded: FMA-pipe work fed by shared loads,
     each DRAM byte reused many times, but FFMA only 40% of the FP32 arithmetic: its values are summed with FADD):
-    no tensor-core finding. Stated: the same kernel with its adds counted as FFMA is taken for a product. Case 41,
-    a 1x1 convolution on scalar FMAs (recorded: FFMA 100% of the FP32 arithmetic), keeps the finding."""
+    no tensor-core finding. Stated: the same kernel with its adds counted as FFMA is still no product, its DRAM
+    bytes feeding 14 FLOPs each (under the FP32 ridge, 20 on an H100); with a quarter of that traffic too, it is
+    taken for one. Case 41, a 1x1 convolution on scalar FMAs (recorded: FFMA 100% of the FP32 arithmetic, 88
+    FLOPs per DRAM byte), keeps the finding."""
     rule = REGISTRY["compute.tensor-cores-unused"]
     stencil = _planted2.kernel("40-patch-diffusion-sweeps", "diffuse_block_barriers")
     assert mac_share_pct(stencil) is not None and mac_share_pct(stencil) < 50  # type: ignore[operator]
     assert not rule.run(stencil)
     rates = {m: stencil.num(m) or 0.0 for m in (FFMA_RATE, FADD_RATE, FMUL_RATE)}
     as_macs = with_metrics(stencil, **{FFMA_RATE: sum(rates.values()), FADD_RATE: 0.0, FMUL_RATE: 0.0})
-    assert rule.run(as_macs)
+    assert not rule.run(as_macs)
+    quarter = {"dram_bytes_read": (stencil.dram_bytes_read or 0) / 4,
+               "dram_bytes_write": (stencil.dram_bytes_write or 0) / 4}
+    assert rule.run(as_macs.model_copy(update=quarter))
     conv = _planted2.kernel("41-pointwise-conv-scalar", "conv1x1_thread_per_output")
     [f] = rule.run(conv)
     assert any(e.metric == "ffma_share_of_fp32_arithmetic_pct" and e.value == 100.0 for e in f.evidence)
@@ -332,3 +337,19 @@ def test_few_warps_that_already_fill_every_issue_slot_are_a_note() -> None:
     assert diagnose_kernels([k])[0].findings[0].rule == "launch.tail-effect"
     [f] = rule.run(with_metrics(k, **{"smsp__issue_active.avg.pct_of_peak_sustained_active": 50.0}))
     assert f.severity == "warning"
+
+
+def test_a_filter_under_the_fp32_ridge_is_no_product() -> None:
+    """Case 63, a 7x7 blur with register tiles (recorded: FFMA 51% of the thread instructions, 4 per shared load,
+    all multiply-accumulates, 14 FLOPs per DRAM byte): with its FMAs free it would still wait on DRAM (the FP32
+    ridge is 20 FLOPs per byte on an H100), so tensor cores cannot pay: no finding. Case 64, a textbook tiled
+    SGEMM (51 FLOPs per byte), gets it, and says where the ridge is. Stated: the blur with a third of its DRAM
+    traffic (42 FLOPs per byte) would be taken for a product."""
+    rule = REGISTRY["compute.tensor-cores-unused"]
+    blur = _planted2.kernel("63-healthy-blur7-register-tiles", "blur7_tiles")
+    assert not rule.run(blur)
+    [f] = rule.run(_planted2.kernel("64-batched-sgemm-textbook", "sgemm_tiled_batched"))
+    assert "ridge point is 20" in f.diagnosis
+    assert any(e.metric == "fma_flops_per_dram_byte" and e.threshold == 20.0 for e in f.evidence)
+    third = {"dram_bytes_read": (blur.dram_bytes_read or 0) / 3, "dram_bytes_write": (blur.dram_bytes_write or 0) / 3}
+    assert rule.run(blur.model_copy(update=third))

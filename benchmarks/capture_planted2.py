@@ -136,7 +136,7 @@ def capture(case: PlantedCase, exe: Path, out: Path, plan: tuple[list[str], list
     if case.launches > 1:  # analyze's split: every launch light, the first launch of each kernel deep
         times["light_s"] = ncu_run(exe, d / "light.ncu-rep.gz", sections=[], metrics=list(STAGE1_METRICS),
                                    kernel_id=None, import_source=False, timeout_s=timeout_s)
-        names = "|".join(re.escape(k) for k in (case.kernel, case.fixed_kernel, case.challenger) if k)
+        names = "|".join(re.escape(k) for k in (case.kernel, case.fixed_kernel, *case.challengers) if k)
         kid = f"::regex:^({names})$:1"
     times["deep_s"] = ncu_run(exe, d / "deep.ncu-rep.gz", sections=sections, metrics=metrics, kernel_id=kid,
                               import_source=True, timeout_s=timeout_s)

@@ -51,7 +51,9 @@ class PlantedCase(BaseModel):
     family: str  # the expected rule's family; "healthy" for healthy kernels
     kernel: str  # the kernel under test (bad or healthy); for system cases a kernel of the program
     fixed_kernel: str | None = None  # the fixed twin (planted cases)
-    challenger: str | None = None  # healthy cases: the same work done differently; faster by CONFIRM_SPEEDUP refutes
+    # healthy cases: the same work done differently (one kernel, or several: the fastest counts); a challenger
+    # CONFIRM_SPEEDUP x faster refutes the label
+    challenger: str | list[str] | None = None
     expected_class: str | list[str] | None = None  # a class, or the classes accepted where two are defensible
     expected_rule: str | None = None  # the top finding (system: the top system finding); None: healthy
     also_accept: list[str] = Field(default_factory=list)  # other rules accepted on top (same cause)
@@ -78,6 +80,11 @@ class PlantedCase(BaseModel):
     @property
     def classes(self) -> list[str]:
         c = self.expected_class
+        return [] if c is None else [c] if isinstance(c, str) else list(c)
+
+    @property
+    def challengers(self) -> list[str]:
+        c = self.challenger
         return [] if c is None else [c] if isinstance(c, str) else list(c)
 
     @property
@@ -284,8 +291,9 @@ def score_case(case: PlantedCase, part: Part, root: Path = FIXTURES) -> Score:
     if case.kind == "healthy":
         units = [v for v in (k.bottleneck.sm_throughput_pct, k.bottleneck.memory_throughput_pct) if v is not None]
         s.roof_pct = max(units) if units else None
-        if case.challenger:
-            s.challenger_speedup = twin_speedup(case, reports[0], case.challenger)
+        if case.challengers:
+            measured = [v for v in (twin_speedup(case, reports[0], c) for c in case.challengers) if v is not None]
+            s.challenger_speedup = max(measured) if measured else None
             s.refuted = None if s.challenger_speedup is None else s.challenger_speedup >= CONFIRM_SPEEDUP
     if case.fixed_kernel and twin is None:
         s.twin_ok = False

@@ -70,7 +70,7 @@ def test_expectations_name_real_rules_classes_and_kernels(case: P2.PlantedCase) 
     else:
         assert case.family == "healthy"
     src = (SUITE / case.id / "planted.cu").read_text()
-    for k in filter(None, (case.kernel, case.fixed_kernel, case.challenger)):
+    for k in filter(None, (case.kernel, case.fixed_kernel, *case.challengers)):
         assert re.search(rf'extern "C" __global__ void (__launch_bounds__\(.*\) )?{k}\(', src), (case.id, k)
 
 

@@ -40,11 +40,7 @@ KNOWN_OTHER_MISSES = {
 # Known healthy kernels with a warning, with why they stand (validation misses are not tuned away); a new one fails.
 # A healthy kernel whose label a measurement refuted (its challenger ran CONFIRM_SPEEDUP x faster) is not listed:
 # its warning may be right, and the replay reports it apart
-KNOWN_LOUD_HEALTHY = {
-    "53-healthy-tiled-stencil-2d": "dev: DRAM at 56%, warps waiting on the tile's loads (long scoreboard), but its "
-                                   "challenger (direct loads through L1) is only 1.10x faster: the label stands, "
-                                   "and the latency warning is a dev miss",
-}
+KNOWN_LOUD_HEALTHY: dict[str, str] = {}
 
 
 P2 = _planted2.suite()
@@ -173,8 +169,8 @@ def test_fixed_twins_and_second_problems(scores: list) -> None:
 
 # Healthy kernels measured below any roof (their label is doubtful), with why they stay; a new one fails
 KNOWN_BELOW_ROOF = {
-    "53-healthy-tiled-stencil-2d": "dev: a tiled 2D stencil, DRAM at 56%; its direct-load challenger runs 1.10x "
-                                   "faster (not a refutation)",
+    "53-healthy-tiled-stencil-2d": "dev: a tiled 2D stencil, DRAM at 56%; a challenger doing four outputs a "
+                                   "thread runs 1.41x faster (DRAM 79%): the label is refuted",
 }
 
 

@@ -230,12 +230,22 @@ CLASS_FAMILIES: dict[str, set[str]] = {
 }
 
 
+# the family a class is named after, where the classifier picked it over another family's explanation: a partial
+# wave or a small grid explains idle SMs before occupancy does (classify's order), so its finding goes first
+CLASS_PRIMARY: dict[str, str] = {"launch/tail-limited": "launch", "occupancy-limited": "occupancy"}
+
+
 def rank_for_class(findings: list[Finding], cls: str) -> list[Finding]:
     """Most severe first; at equal severity, findings that explain the kernel's bottleneck class (the
-    limiter the roofline names) before the rest, then by estimated impact."""
-    fams = CLASS_FAMILIES.get(cls)
-    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9),
-                                           0 if fams is None or f.family in fams else 1, -(f.impact or 0.0)))
+    limiter the roofline names) before the rest, the family the class is named after first among them
+    (CLASS_PRIMARY), then by estimated impact."""
+    fams, primary = CLASS_FAMILIES.get(cls), CLASS_PRIMARY.get(cls)
+
+    def place(f: Finding) -> int:
+        if fams is None:
+            return 0
+        return 0 if f.family == primary else 1 if f.family in fams else 2
+    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), place(f), -(f.impact or 0.0)))
 
 
 def measured_out(k: KernelProfile) -> set[str]:

@@ -14,7 +14,7 @@ import pytest
 from kernelscope.heuristics import REGISTRY, merge, run_rules
 from kernelscope.heuristics.classify import classify
 from kernelscope.heuristics.compute import FADD_RATE, FFMA, FFMA_RATE, FMUL_RATE, GLOBAL_LD, SHARED_LD, mac_share_pct
-from kernelscope.heuristics.pipeline import diagnose_kernels, merge_profiles
+from kernelscope.heuristics.pipeline import diagnose_kernels, merge_profiles, rank_for_class
 from kernelscope.measure.collector import collected_profile, load_collected
 from kernelscope.measure.ncu import load_profile
 from kernelscope.models import KernelProfile, KernelSassStats, MetricValue, SassResult
@@ -353,3 +353,18 @@ def test_a_filter_under_the_fp32_ridge_is_no_product() -> None:
     assert any(e.metric == "fma_flops_per_dram_byte" and e.threshold == 20.0 for e in f.evidence)
     third = {"dram_bytes_read": (blur.dram_bytes_read or 0) / 3, "dram_bytes_write": (blur.dram_bytes_write or 0) / 3}
     assert rule.run(blur.model_copy(update=third))
+
+
+def test_a_tail_class_puts_the_tail_before_occupancy() -> None:
+    """Case 68, Newton refinements (recorded: 160 blocks, one per SM by their 120 KB of shared memory, 1.21 waves
+    leaving 39% of the SM time idle; theoretical occupancy 37.5%; compute at 38% of its peak): launch/tail-
+    limited, and the tail, which names the class, ranks first although low occupancy's estimated impact is
+    larger. Stated: the same findings on an occupancy-limited kernel put occupancy first."""
+    k = _planted2.kernel("68-newton-tail-blocks", "newton_wide_blocks")
+    [d] = diagnose_kernels([k])
+    assert d.bottleneck.cls == "launch/tail-limited"
+    ranked = [f.rule for f in d.findings]
+    assert ranked[:2] == ["launch.tail-effect", "occupancy.low-theoretical"]
+    tail, occ = (next(f for f in d.findings if f.rule == r) for r in ranked[:2])
+    assert (occ.impact or 0) > (tail.impact or 0)
+    assert [f.rule for f in rank_for_class([tail, occ], "occupancy-limited")] == ranked[1::-1]

@@ -45,6 +45,8 @@ TAIL_MAX_WAVES = 4.0  # beyond this many waves a partial one costs little (launc
 LSU_CARRIES_PCT = 5.0  # the LSU pipe within this of the SM's throughput carries it: the SM side is memory instructions
 
 SATURATED_ISSUE_PCT = 80.0  # the schedulers issue in this share of their SM's active cycles: no slack while it runs
+SATURATED_WHILE_BUSY_PCT = 80.0  # a per-SM unit's elapsed throughput over the busy share of the SM time, at least this
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
 LSU_PIPE = "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"
 SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
@@ -122,17 +124,22 @@ def classify(k: KernelProfile) -> Bottleneck:
         return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
                    f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
     if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
+        dram = k.num(DRAM_PCT)  # a tail counts only where the memory side is the SM's own, not DRAM (shared)
+        tail = _saturated_tail(k) if dram is not None and dram < SOL_HIGH_PCT else None
+        if tail is not None:
+            idle, why, extra = tail
+            return out("launch/tail-limited", 0.6,
+                       f"memory units at {mem:.0f}% of peak over the whole run, but {why}, and the partial last wave "
+                       f"leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
         return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
                    f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
     if max(mem, sm) >= SOL_HIGH_PCT:
         tail = _saturated_tail(k)
         if tail is not None:
-            idle, issue, extra = tail
+            idle, why, extra = tail
             return out("launch/tail-limited", 0.6,
-                       f"compute units at {sm:.0f}% of peak over the whole run, but the schedulers issue in "
-                       f"{issue:.0f}% of the cycles their SM is active (no slack while the blocks run) and the "
-                       f"partial last wave leaves about {idle:.0f}% of the SM time idle: the tail is the time "
-                       "left to win", extra)
+                       f"compute units at {sm:.0f}% of peak over the whole run, but {why}, and the partial last "
+                       f"wave leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
         return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
                    f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
     # no unit near its peak: the launch shape, then occupancy, then latency explain the idle time
@@ -172,21 +179,47 @@ def classify(k: KernelProfile) -> Bottleneck:
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
 
 
-def _saturated_tail(k: KernelProfile) -> tuple[float, float, list[Evidence]] | None:
-    """(idle share, issue-active %, evidence) where a compute-side kernel saturates its SMs while they run and a
-    partial last wave idles a tail's share of the SM time: the elapsed-time throughput counts the idle SMs, so
-    the tail, not the instructions, is what keeps it from its peak. None otherwise. Memory-side kernels are not
-    judged so: DRAM is shared, and fewer SMs can still keep it busy."""
-    idle, issue = tail_idle_pct(k.waves_per_sm), k.num(ISSUE_ACTIVE)
-    if idle is None or idle < TAIL_IDLE_PCT or issue is None or issue < SATURATED_ISSUE_PCT:
+def _saturated_tail(k: KernelProfile) -> tuple[float, str, list[Evidence]] | None:
+    """(idle share, why the SMs are saturated while busy, evidence) where a partial last wave idles a tail's share
+    of the SM time behind blocks that leave their SMs no slack while they run: the elapsed-time throughputs count
+    the idle SMs, so the tail, not the work, keeps the kernel from its peak. No slack while busy: the schedulers
+    issue in SATURATED_ISSUE_PCT of their active cycles, or a per-SM unit's elapsed throughput over the busy
+    share of the SM time reaches SATURATED_WHILE_BUSY_PCT. The SM's own units count (its pipes; its L1 and shared
+    memory, where DRAM is not near its peak); DRAM does not, as it is shared and fewer SMs can still keep it
+    busy. The idle share is the wave model's (blocks of equal length), capped by what the measured throughput
+    leaves: a unit at 85% over the run leaves at most 15% idle (a block alone in the tail ran faster than in a
+    full wave), and a tail under TAIL_IDLE_PCT costs too little to name the class. None otherwise."""
+    idle = tail_idle_pct(k.waves_per_sm)
+    if idle is None:
         return None
-    return idle, issue, [
-        Evidence(metric="launch__waves_per_multiprocessor", value=round(k.waves_per_sm or 0.0, 3), source="ncu",
-                 kernel=k.name),
-        Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=TAIL_IDLE_PCT, unit="%", source="ncu",
-                 kernel=k.name),
-        Evidence(metric=ISSUE_ACTIVE, value=round(issue, 1), threshold=SATURATED_ISSUE_PCT, unit="%",
-                 source="ncu", kernel=k.name)]
+    issue, dram = k.num(ISSUE_ACTIVE), k.num(DRAM_PCT)
+    units = {"compute": k.sm_throughput_pct}
+    if dram is not None and dram < SOL_HIGH_PCT:  # the memory figure is then the SM's own L1/shared memory traffic
+        units["L1/shared-memory"] = k.memory_throughput_pct
+    name, elapsed = max(((n, v) for n, v in units.items() if v is not None), key=lambda nv: nv[1],
+                        default=("", None))
+    if elapsed is not None:
+        idle = min(idle, 100.0 - elapsed)
+    if idle < TAIL_IDLE_PCT:
+        return None
+    busy = 100.0 - idle
+    while_busy = 100.0 * elapsed / busy if elapsed is not None else None
+    ev = [Evidence(metric="launch__waves_per_multiprocessor", value=round(k.waves_per_sm or 0.0, 3), source="ncu",
+                   kernel=k.name),
+          Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=TAIL_IDLE_PCT, unit="%", source="ncu",
+                   kernel=k.name),
+          Evidence(metric=ISSUE_ACTIVE, value=round(issue, 1) if issue is not None else None,
+                   threshold=SATURATED_ISSUE_PCT, unit="%", source="ncu", kernel=k.name),
+          Evidence(metric=f"{name}_throughput_while_busy_pct".replace("/", "_").replace("-", "_"),
+                   value=round(while_busy, 1) if while_busy is not None else None,
+                   threshold=SATURATED_WHILE_BUSY_PCT, unit="%", source="ncu", kernel=k.name)]
+    if issue is not None and issue >= SATURATED_ISSUE_PCT:
+        return idle, (f"the schedulers issue in {issue:.0f}% of the cycles their SM is active (no slack while the "
+                      "blocks run)"), ev
+    if while_busy is not None and while_busy >= SATURATED_WHILE_BUSY_PCT:
+        return idle, (f"over the {busy:.0f}% of the SM time the SMs are busy, the {name} units run at about "
+                      f"{min(while_busy, 100.0):.0f}% of their peak (no slack while the blocks run)"), ev
+    return None
 
 
 def tail_idle_pct(waves: float | None, max_waves: float = TAIL_MAX_WAVES) -> float | None:

@@ -143,18 +143,31 @@ def test_a_partial_last_wave_with_idle_units_is_tail_limited() -> None:
 def test_a_tail_behind_saturated_blocks_is_tail_limited() -> None:
     """Case 61 (recorded: 185 blocks of 1024 threads, one per SM, 1.40 waves; compute at 68% of its peak over the
     whole run, yet the schedulers issue in 98% of the cycles their SM is active): the SMs have no slack while
-    their blocks run, so the 30% of SM time the partial wave leaves idle is what is left to win. Stated: with
-    slack while running (issue at 60%) it is compute-bound; in two whole waves it is compute-bound; a memory-side
-    kernel in the same shape keeps its class (DRAM is shared: fewer SMs can keep it busy)."""
+    their blocks run, so the 30% of SM time the partial wave leaves idle is what is left to win. Stated: a
+    smaller tail (1.8 waves, 10% idle) or two whole waves leave it compute-bound; the same figures on the memory
+    side with DRAM near its peak are memory-bound (DRAM is shared: fewer SMs can keep it busy)."""
     k = _planted2.kernel("61-saturated-tail-blocks", "series_wide_blocks")
     assert k.waves_per_sm == pytest.approx(1.40, abs=0.01)
     b = classify(k)
     assert b.cls == "launch/tail-limited" and "98%" in b.reasoning and "about 30%" in b.reasoning
-    issue = {"smsp__issue_active.avg.pct_of_peak_sustained_active": MetricValue(value=60.0)}
-    assert classify(k.model_copy(update={"metrics": {**k.metrics, **issue}})).cls == "compute-bound"
+    assert classify(k.model_copy(update={"waves_per_sm": 1.8})).cls == "compute-bound"
     assert classify(k.model_copy(update={"waves_per_sm": 2.0})).cls == "compute-bound"
     swapped = {"sm_throughput_pct": k.memory_throughput_pct, "memory_throughput_pct": k.sm_throughput_pct}
-    assert classify(k.model_copy(update=swapped)).cls == "memory-bound"
+    dram = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": MetricValue(value=k.sm_throughput_pct)}
+    assert classify(k.model_copy(update={**swapped, "metrics": {**k.metrics, **dram}})).cls == "memory-bound"
+
+
+def test_a_tail_behind_busy_shared_memory_is_tail_limited() -> None:
+    """Case 72 (recorded: 191 blocks, one per SM by their 128 KB tables, 1.45 waves; the memory side at 71% over
+    the run, all of it the SM's own shared-memory traffic, DRAM idle; the schedulers issue in 50% of the active
+    cycles): over the 72% of the SM time the SMs are busy their shared memory runs at about 98% of its peak, so
+    the tail is the time left: launch/tail-limited. Stated: with DRAM at 71% (the memory figure then DRAM's),
+    memory-bound."""
+    k = _planted2.kernel("72-lookup-tail-blocks", "lookup_wide_blocks")
+    b = classify(k)
+    assert b.cls == "launch/tail-limited" and "L1/shared-memory units" in b.reasoning
+    dram = {"dram__throughput.avg.pct_of_peak_sustained_elapsed": MetricValue(value=k.memory_throughput_pct)}
+    assert classify(k.model_copy(update={"metrics": {**k.metrics, **dram}})).cls == "memory-bound"
 
 
 @pytest.mark.parametrize(("waves", "idle"), [(1.25, 37.5), (1.0, 0.0), (3.5, 12.5), (0.5, None), (4.5, None),

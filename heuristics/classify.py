@@ -123,23 +123,18 @@ def classify(k: KernelProfile) -> Bottleneck:
             return out(cls, 0.5 + (min(sm, mem) - SOL_HIGH_PCT) / 100, why, extra)
         return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
                    f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
-    if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
-        dram = k.num(DRAM_PCT)  # a tail counts only where the memory side is the SM's own, not DRAM (shared)
-        tail = _saturated_tail(k) if dram is not None and dram < SOL_HIGH_PCT else None
+    if max(mem, sm) >= SOL_HIGH_PCT:  # a busy per-SM unit behind a partial last wave: the tail is what is left
+        tail = _saturated_tail(k, memory_side=mem >= sm)
         if tail is not None:
             idle, why, extra = tail
+            side, pct = ("memory", mem) if mem >= sm else ("compute", sm)
             return out("launch/tail-limited", 0.6,
-                       f"memory units at {mem:.0f}% of peak over the whole run, but {why}, and the partial last wave "
+                       f"{side} units at {pct:.0f}% of peak over the whole run, but {why}, and the partial last wave "
                        f"leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
+    if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
         return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
                    f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
     if max(mem, sm) >= SOL_HIGH_PCT:
-        tail = _saturated_tail(k)
-        if tail is not None:
-            idle, why, extra = tail
-            return out("launch/tail-limited", 0.6,
-                       f"compute units at {sm:.0f}% of peak over the whole run, but {why}, and the partial last "
-                       f"wave leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
         return out("compute-bound", 0.5 + (sm - SOL_HIGH_PCT) / 80 + (sm - mem) / 200,
                    f"compute units at {sm:.0f}% of peak vs memory at {mem:.0f}%: instructions set the time")
     # no unit near its peak: the launch shape, then occupancy, then latency explain the idle time
@@ -179,22 +174,25 @@ def classify(k: KernelProfile) -> Bottleneck:
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
 
 
-def _saturated_tail(k: KernelProfile) -> tuple[float, str, list[Evidence]] | None:
+def _saturated_tail(k: KernelProfile, *, memory_side: bool) -> tuple[float, str, list[Evidence]] | None:
     """(idle share, why the SMs are saturated while busy, evidence) where a partial last wave idles a tail's share
     of the SM time behind blocks that leave their SMs no slack while they run: the elapsed-time throughputs count
     the idle SMs, so the tail, not the work, keeps the kernel from its peak. No slack while busy: the schedulers
     issue in SATURATED_ISSUE_PCT of their active cycles, or a per-SM unit's elapsed throughput over the busy
     share of the SM time reaches SATURATED_WHILE_BUSY_PCT. The SM's own units count (its pipes; its L1 and shared
     memory, where DRAM is not near its peak); DRAM does not, as it is shared and fewer SMs can still keep it
-    busy. The idle share is the wave model's (blocks of equal length), capped by what the measured throughput
-    leaves: a unit at 85% over the run leaves at most 15% idle (a block alone in the tail ran faster than in a
-    full wave), and a tail under TAIL_IDLE_PCT costs too little to name the class. None otherwise."""
-    idle = tail_idle_pct(k.waves_per_sm)
-    if idle is None:
+    busy, so a ``memory_side`` kernel (its memory figure the busier) counts only where DRAM is measured under
+    SOL_HIGH_PCT (its memory figure is then the SM's own traffic). The idle share is the wave model's (blocks of
+    equal length), capped by what the measured throughput leaves: a unit at 85% over the run leaves at most 15%
+    idle (a block alone in the tail ran faster than in a full wave), and a tail under TAIL_IDLE_PCT costs too
+    little to name the class. None otherwise."""
+    idle, dram = tail_idle_pct(k.waves_per_sm), k.num(DRAM_PCT)
+    own_memory = dram is not None and dram < SOL_HIGH_PCT  # the memory figure is then the SM's own L1/shared traffic
+    if idle is None or (memory_side and not own_memory):
         return None
-    issue, dram = k.num(ISSUE_ACTIVE), k.num(DRAM_PCT)
+    issue = k.num(ISSUE_ACTIVE)
     units = {"compute": k.sm_throughput_pct}
-    if dram is not None and dram < SOL_HIGH_PCT:  # the memory figure is then the SM's own L1/shared memory traffic
+    if own_memory:
         units["L1/shared-memory"] = k.memory_throughput_pct
     name, elapsed = max(((n, v) for n, v in units.items() if v is not None), key=lambda nv: nv[1],
                         default=("", None))

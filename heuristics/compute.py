@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.classify import peaks_for
+from kernelscope.heuristics.classify import ISSUE_ACTIVE, peaks_for
 from kernelscope.heuristics.memory import cost_line, hottest_line
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
@@ -14,7 +14,7 @@ FMA_PIPE = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
 TENSOR_PIPE = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
 FP64_PIPE = "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active"
 XU_PIPE = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
-ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+ISSUE = ISSUE_ACTIVE
 FFMA = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
 THREAD_INST = "smsp__thread_inst_executed.sum"
 SHARED_LD = "smsp__sass_inst_executed_op_shared_ld.sum"

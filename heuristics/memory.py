@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.classify import fp32_flops
+from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
-DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 SECTOR_BYTES = 32
 
 

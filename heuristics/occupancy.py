@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.classify import ISSUE_ACTIVE
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 
@@ -13,9 +14,6 @@ def busiest_unit_pct(k: KernelProfile) -> float | None:
     unit, and launch shape or occupancy are no longer what holds it back."""
     vals = [v for v in (k.sm_throughput_pct, k.memory_throughput_pct) if v is not None]
     return max(vals) if vals else None
-
-
-ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
 
 
 def hidden_note(k: KernelProfile, saturated_pct: float, *, while_active: bool = False) -> str | None:

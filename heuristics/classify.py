@@ -123,14 +123,13 @@ def classify(k: KernelProfile) -> Bottleneck:
             return out(cls, 0.5 + (min(sm, mem) - SOL_HIGH_PCT) / 100, why, extra)
         return out("mixed", 0.6 + (min(sm, mem) - SOL_HIGH_PCT) / 100,
                    f"both memory ({mem:.0f}%) and compute ({sm:.0f}%) run near their peaks")
-    if max(mem, sm) >= SOL_HIGH_PCT:  # a busy per-SM unit behind a partial last wave: the tail is what is left
-        tail = _saturated_tail(k, memory_side=mem >= sm)
-        if tail is not None:
-            idle, why, extra = tail
-            side, pct = ("memory", mem) if mem >= sm else ("compute", sm)
-            return out("launch/tail-limited", 0.6,
-                       f"{side} units at {pct:.0f}% of peak over the whole run, but {why}, and the partial last wave "
-                       f"leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
+    tail = saturated_tail(k)  # a busy per-SM unit behind a partial last wave: the tail is what is left
+    if tail is not None:
+        idle, why, extra = tail
+        side, pct = ("memory", mem) if mem >= sm else ("compute", sm)
+        return out("launch/tail-limited", 0.6,
+                   f"{side} units at {pct:.0f}% of peak over the whole run, but {why}, and the partial last wave "
+                   f"leaves about {idle:.0f}% of the SM time idle: the tail is the time left to win", extra)
     if max(mem, sm) >= SOL_HIGH_PCT and mem >= sm:  # the unit near its peak sets the time, whatever else shows
         return out("memory-bound", 0.5 + (mem - SOL_HIGH_PCT) / 80 + (mem - sm) / 200,
                    f"memory units at {mem:.0f}% of peak vs compute at {sm:.0f}%: bytes moved set the time")
@@ -172,6 +171,15 @@ def classify(k: KernelProfile) -> Bottleneck:
     return out("latency-bound", 0.6,
                f"neither unit is busy (compute {sm:.0f}%, memory {mem:.0f}%) although occupancy is adequate: "
                f"warps wait" + (f", mostly on {top[0]}" if top else ""), extra)
+
+
+def saturated_tail(k: KernelProfile) -> tuple[float, str, list[Evidence]] | None:
+    """:func:`_saturated_tail` for a kernel whose busier side reaches SOL_HIGH_PCT over the run (the classifier's
+    launch/tail-limited case, which launch.tail-effect's severity follows); None otherwise."""
+    sm, mem = k.sm_throughput_pct, k.memory_throughput_pct
+    if sm is None or mem is None or max(mem, sm) < SOL_HIGH_PCT:
+        return None
+    return _saturated_tail(k, memory_side=mem >= sm)
 
 
 def _saturated_tail(k: KernelProfile, *, memory_side: bool) -> tuple[float, str, list[Evidence]] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from kernelscope.heuristics.classify import tail_idle_pct
+from kernelscope.heuristics.classify import classify, saturated_tail, tail_idle_pct
 from kernelscope.heuristics.occupancy import hidden_note
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
@@ -48,7 +48,8 @@ def _tiny(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 @rule("launch.tail-effect", family="launch", scope="ncu",
-      description="The last wave of blocks only partly fills the GPU.",
+      description="The last wave of blocks only partly fills the GPU; high where the blocks leave their SMs no "
+                  "slack while they run (the classifier's saturated tail: the tail is the time left to win).",
       thresholds={"min_idle_pct": 25.0, "max_waves": 4.0, "min_duration_ns": 10_000.0, "saturated_pct": 80.0})
 def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
     waves, dur = k.waves_per_sm, k.duration_ns
@@ -57,11 +58,15 @@ def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     full = math.ceil(waves - 1e-9)
     hidden = hidden_note(k, run.th["saturated_pct"])
+    # the blocks leave their SMs no slack while they run (the classifier's saturated tail): the tail is the limiter
+    saturated = saturated_tail(k) if classify(k).cls == "launch/tail-limited" else None
     yield run.finding(
-        kernel=k.name, severity="info" if hidden else "warning", impact=idle / 100,
+        kernel=k.name, severity="high" if saturated else "info" if hidden else "warning", impact=idle / 100,
         title="Tail effect: a partial last wave",
         diagnosis=(f"{k.name} runs {waves:.2f} waves of blocks: the last wave fills only {100 * (waves % 1):.0f}% of "
-                   f"the GPU, so about {idle:.0f}% of the SM time across the {full} waves is idle." + (hidden or "")),
+                   f"the GPU, so about {idle:.0f}% of the SM time across the {full} waves is idle."
+                   + (f" While the blocks run, {saturated[1]}: they are at their roof, so the idle tail is the time "
+                      "left to win, ahead of making each block cheaper." if saturated else hidden or "")),
         evidence=[Evidence(metric="launch__waves_per_multiprocessor", value=round(waves, 3), source="ncu",
                            kernel=k.name),
                   Evidence(metric="idle_share_pct", value=round(idle, 1), threshold=run.th["min_idle_pct"], unit="%",

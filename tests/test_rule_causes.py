@@ -368,3 +368,22 @@ def test_a_tail_class_puts_the_tail_before_occupancy() -> None:
     tail, occ = (next(f for f in d.findings if f.rule == r) for r in ranked[:2])
     assert (occ.impact or 0) > (tail.impact or 0)
     assert [f.rule for f in rank_for_class([tail, occ], "occupancy-limited")] == ranked[1::-1]
+
+
+def test_a_tail_behind_blocks_at_their_roof_outranks_their_roof() -> None:
+    """Case 72, random table lookups in shared memory (recorded: 1.45 waves leaving 28% of the SM time idle; the
+    L1/shared units at 71% of their peak over the run, about 98% while the SMs are busy; bank conflicts on 72% of
+    the wavefronts): the blocks run at their roof, so the tail is the time left to win. The tail finding is high,
+    like the bank conflicts', and leads as the finding that names the class. Stated: with the memory side at 50%
+    over the run the blocks have slack, and the tail is a warning behind the conflicts."""
+    rule = REGISTRY["launch.tail-effect"]
+    k = _planted2.kernel("72-lookup-tail-blocks", "lookup_wide_blocks")
+    [f] = rule.run(k)
+    assert f.severity == "high" and "time left to win" in f.diagnosis
+    [d] = diagnose_kernels([k])
+    assert d.bottleneck.cls == "launch/tail-limited"
+    assert [g.rule for g in d.findings[:2]] == ["launch.tail-effect", "memory.shared-bank-conflicts"]
+    slack = k.model_copy(update={"memory_throughput_pct": 50.0})
+    [f] = rule.run(slack)
+    assert f.severity == "warning"
+    assert diagnose_kernels([slack])[0].findings[0].rule == "memory.shared-bank-conflicts"

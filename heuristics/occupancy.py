@@ -66,19 +66,23 @@ def _low_theoretical(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 @rule("occupancy.achieved-below-theoretical", family="occupancy", scope="ncu",
-      description="Far fewer warps are resident on average than the launch allows (imbalance, tails).",
-      thresholds={"ratio": 0.7, "min_theoretical_pct": 50.0})
+      description="Far fewer warps are resident on average than the launch allows (imbalance, tails); a note where "
+                  "the busiest unit is near its peak or the schedulers already issue in most active cycles.",
+      thresholds={"ratio": 0.7, "min_theoretical_pct": 50.0, "saturated_pct": 80.0}, metrics=(ISSUE_ACTIVE,))
 def _achieved(k: KernelProfile, run: Run) -> Iterable[Finding]:
     ach, theo = k.achieved_occupancy_pct, k.theoretical_occupancy_pct
     if ach is None or theo is None or theo < run.th["min_theoretical_pct"] or ach > run.th["ratio"] * theo:
         return
     waves = k.waves_per_sm
+    # achieved occupancy counts the SMs' active cycles only: where the warps resident then already issue in most of
+    # them, more would not issue more (the idle SMs of a tail are launch.tail-effect's)
+    hidden = hidden_note(k, run.th["saturated_pct"], while_active=True)
     yield run.finding(
-        severity="warning", kernel=k.name,
+        severity="info" if hidden else "warning", kernel=k.name,
         title="Achieved occupancy well below theoretical",
         diagnosis=(f"{k.name}: {ach:.0f}% of warps resident on average vs {theo:.0f}% possible"
                    + (f" over {waves:.2f} waves" if waves is not None else "")
-                   + ": blocks finish unevenly or the last wave is partial."),
+                   + ": blocks finish unevenly or the last wave is partial." + (hidden or "")),
         evidence=[Evidence(metric="sm__warps_active.avg.pct_of_peak_sustained_active", value=ach,
                            threshold=round(run.th["ratio"] * theo, 1), unit="%", source="ncu", kernel=k.name),
                   Evidence(metric="launch__waves_per_multiprocessor", value=waves, source="ncu", kernel=k.name)],

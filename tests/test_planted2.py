@@ -28,7 +28,7 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 49 / 52, "top": 35 / 38, "line": 22 / 28},
+    "dev": {"class": 49 / 52, "top": 36 / 38, "line": 23 / 28},
     "validation": {"class": 33 / 33, "top": 23 / 24, "line": 14 / 17},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test

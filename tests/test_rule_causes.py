@@ -387,3 +387,21 @@ def test_a_tail_behind_blocks_at_their_roof_outranks_their_roof() -> None:
     [f] = rule.run(slack)
     assert f.severity == "warning"
     assert diagnose_kernels([slack])[0].findings[0].rule == "memory.shared-bank-conflicts"
+
+
+def test_resident_warps_that_already_issue_every_cycle_are_a_note() -> None:
+    """Case 80, powf per pixel (recorded: achieved occupancy 65% of a possible 100%; the schedulers issue in 84% of
+    the active cycles, the SM at 84% of its peak): the warps resident already fill the issue slots, so more of
+    them would not issue more; achieved-below-theoretical is a note and the issue-bound finding leads. Stated:
+    with issue at 40% and the SM at 40%, a warning. Case 09 (10% achieved, issue 20%) keeps its warning."""
+    rule = REGISTRY["occupancy.achieved-below-theoretical"]
+    k = _planted2.kernel("80-gamma-powf-per-pixel", "gamma_powf_each_pixel")
+    [f] = rule.run(k)
+    assert f.severity == "info" and "84%" in f.diagnosis
+    assert diagnose_kernels([k])[0].findings[0].rule == "compute.issue-bound"
+    idle = with_metrics(k.model_copy(update={"sm_throughput_pct": 40.0}),
+                        **{"smsp__issue_active.avg.pct_of_peak_sustained_active": 40.0})
+    [f] = rule.run(idle)
+    assert f.severity == "warning"
+    [f] = rule.run(_planted2.kernel("09-ragged-segments", "segsum_warp_per_segment"))
+    assert f.severity == "warning"

@@ -67,7 +67,7 @@ def test_expectations_name_real_rules_classes_and_kernels(case: P2.PlantedCase) 
         assert case.family == "healthy"
     src = (SUITE / case.id / "planted.cu").read_text()
     for k in filter(None, (case.kernel, case.fixed_kernel, *case.challengers)):
-        assert re.search(rf'extern "C" __global__ void (__launch_bounds__\(.*\) )?{k}\(', src), (case.id, k)
+        assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\((?:[^()]|\([^()]*\))*\)\s+)?{k}\(', src), (case.id, k)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

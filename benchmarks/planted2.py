@@ -45,7 +45,7 @@ class PlantedCase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=r"^\d\d-[a-z0-9-]+$")
+    id: str = Field(pattern=r"^\d{2,3}-[a-z0-9-]+$")  # numbered in the order written
     title: str
     kind: Literal["planted", "healthy", "system"]
     family: str  # the expected rule's family; "healthy" for healthy kernels
@@ -96,9 +96,14 @@ class PlantedCase(BaseModel):
         return self.top_rules | set(self.also_expected) | set(self.must_not)
 
 
+def _number(d: Path) -> tuple[int, str]:
+    head = d.name.split("-", 1)[0]
+    return (int(head) if head.isdigit() else 10**6, d.name)
+
+
 def load_cases(root: Path = SUITE) -> list[PlantedCase]:
     return [PlantedCase.model_validate_json((d / "case.json").read_text())
-            for d in sorted(root.iterdir()) if (d / "case.json").is_file()]
+            for d in sorted(root.iterdir(), key=_number) if (d / "case.json").is_file()]
 
 
 def marked_lines(source: str) -> list[int]:

@@ -311,7 +311,11 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     req, inst = _sum(k, ATOM_REQ), k.num("smsp__inst_executed.sum")
     if not req or not inst:
         return
-    share_pct = 100.0 * req / inst
+    # counted where they serialize: one warp instruction whose lanes hit one address with CAS (or any atomic L1
+    # cannot combine) makes one L2 request per lane, so the L2 count can be many times the instructions'
+    at_l2 = sum(max(0.0, k.num(f"{m}.sum") or 0.0) for m in LTS_ATOM)
+    ops = max(req, at_l2)
+    share_pct = 100.0 * ops / inst
     if share_pct < run.th["min_atomic_share_pct"]:
         return
     best = None
@@ -331,8 +335,11 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         kernel=k.name, line=line,
         severity="high" if imbalance >= 2 * run.th["slice_imbalance"] else "warning", impact=0.8,
         title="Atomic contention on few addresses",
-        diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests ({share_pct:.1f} per 100 warp "
-                   f"instructions), and the busiest L2 slice receives {imbalance:.0f}x the average"
+        diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests"
+                   + (f" from the SMs, {at_l2:,.0f} at L2 (lanes of one instruction updating one address one by "
+                      "one)" if at_l2 > 2 * req else "")
+                   + f" ({share_pct:.1f} per 100 warp instructions), and the busiest L2 slice receives "
+                   f"{imbalance:.0f}x the average"
                    + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
                    + ": threads update the same address, so the updates serialize in one slice"
                    + (f"; worst line {line}" if line else "") + "."),

@@ -405,3 +405,20 @@ def test_resident_warps_that_already_issue_every_cycle_are_a_note() -> None:
     assert f.severity == "warning"
     [f] = rule.run(_planted2.kernel("09-ragged-segments", "segsum_warp_per_segment"))
     assert f.severity == "warning"
+
+
+def test_atomics_are_counted_where_they_serialize() -> None:
+    """Case 102, a bounding box merged by CAS loops (recorded: 11.6K atomic requests from the SMs, 4.7M warp
+    instructions of streaming loads, but 323K CAS requests at L2, the busiest slice taking 40x the average): each
+    CAS instruction's lanes update one address one by one, so the L2 count is the work that serializes, and the
+    contention finding leads. Stated: counted at the SMs only (the L2 requests equal to them), 0.25 per 100 warp
+    instructions, under the rule's 1: no finding."""
+    rule = REGISTRY["memory.atomic-contention"]
+    k = _planted2.kernel("102-lidar-bounds-cas-storm", "bounds_thread_cas")
+    [f] = rule.run(k)
+    assert "at L2" in f.diagnosis and f.severity == "high"
+    assert diagnose_kernels([k])[0].findings[0].rule == "memory.atomic-contention"
+    cas = "lts__t_requests_srcunit_tex_op_atom_dot_cas"
+    scale = 11566.0 / (k.num(f"{cas}.sum") or 1.0)
+    flat = with_metrics(k, **{f"{cas}.{r}": (k.num(f"{cas}.{r}") or 0.0) * scale for r in ("sum", "avg", "max")})
+    assert not rule.run(flat)

@@ -40,6 +40,11 @@ SPLIT_RULE = ("Strata are the cases' families (the expected rule's family; 'heal
 Part = Literal["dev", "validation"]
 
 
+def _listed(v: str | list[str] | None) -> list[str]:
+    """A field that holds one name or several, as a list."""
+    return [] if v is None else [v] if isinstance(v, str) else list(v)
+
+
 class PlantedCase(BaseModel):
     """One case's expectations (examples/planted2/<id>/case.json)."""
 
@@ -79,13 +84,11 @@ class PlantedCase(BaseModel):
 
     @property
     def classes(self) -> list[str]:
-        c = self.expected_class
-        return [] if c is None else [c] if isinstance(c, str) else list(c)
+        return _listed(self.expected_class)
 
     @property
     def challengers(self) -> list[str]:
-        c = self.challenger
-        return [] if c is None else [c] if isinstance(c, str) else list(c)
+        return _listed(self.challenger)
 
     @property
     def top_rules(self) -> set[str]:

@@ -174,10 +174,13 @@ def classify(k: KernelProfile) -> Bottleneck:
 
 
 def saturated_tail(k: KernelProfile) -> tuple[float, str, list[Evidence]] | None:
-    """:func:`_saturated_tail` for a kernel whose busier side reaches SOL_HIGH_PCT over the run (the classifier's
-    launch/tail-limited case, which launch.tail-effect's severity follows); None otherwise."""
+    """:func:`_saturated_tail` for a kernel whose busier side reaches SOL_HIGH_PCT over the run and that is not
+    near both peaks at once (mixed, classify's earlier case): exactly the classifier's saturated-tail case, which
+    launch.tail-effect's severity follows. None otherwise."""
     sm, mem = k.sm_throughput_pct, k.memory_throughput_pct
     if sm is None or mem is None or max(mem, sm) < SOL_HIGH_PCT:
+        return None
+    if mem >= SOL_HIGH_PCT and sm >= SOL_HIGH_PCT and abs(mem - sm) < SOL_GAP_PCT:
         return None
     return _saturated_tail(k, memory_side=mem >= sm)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from kernelscope.heuristics.classify import classify, saturated_tail, tail_idle_pct
+from kernelscope.heuristics.classify import saturated_tail, tail_idle_pct
 from kernelscope.heuristics.occupancy import hidden_note
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
@@ -59,7 +59,7 @@ def _tail(k: KernelProfile, run: Run) -> Iterable[Finding]:
     full = math.ceil(waves - 1e-9)
     hidden = hidden_note(k, run.th["saturated_pct"])
     # the blocks leave their SMs no slack while they run (the classifier's saturated tail): the tail is the limiter
-    saturated = saturated_tail(k) if classify(k).cls == "launch/tail-limited" else None
+    saturated = saturated_tail(k)
     yield run.finding(
         kernel=k.name, severity="high" if saturated else "info" if hidden else "warning", impact=idle / 100,
         title="Tail effect: a partial last wave",

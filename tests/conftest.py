@@ -70,3 +70,30 @@ def cupti_build_paths() -> CuptiPaths:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests/agentcases/chunked_sum: each correct candidate's speedup is its nominal one (the
+    reference waits 50 ms a call, a candidate 1 ms a slice: 50 / CHUNKS), not the one timed here.
+
+    The candidates still go through the real server (build, correctness, the op audit), but which node
+    the search expands next, and so which reply the model gives to which prompt, must not depend on how
+    busy the machine is: timed on a loaded CPU, a candidate with a quarter of its parent's slices was
+    measured slower than its parent, and the model was then asked about another node than the test meant."""
+    import re
+
+    from kernelscope.agent.client import Evaluation, ServerPeer
+
+    evaluate = ServerPeer.evaluate
+
+    async def nominal(self: ServerPeer, source: str, **kw: object) -> Evaluation:
+        ev = await evaluate(self, source, **kw)
+        m = re.search(r"^CHUNKS = (\d+)", source, re.M)
+        if ev.outcome.ok and m:
+            ev.outcome.speedup = 50.0 / int(m.group(1))
+            ev.outcome.ci_low = ev.outcome.ci_high = ev.outcome.speedup
+            ev.outcome.verdict = "faster" if ev.outcome.speedup > 1 else "slower"
+        return ev
+
+    monkeypatch.setattr(ServerPeer, "evaluate", nominal)

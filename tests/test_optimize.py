@@ -110,7 +110,7 @@ def test_run_answers_map_to_outcomes() -> None:
     assert outcome_from_run({"eval": {"status": "invalid", "verdict": "invalid"}}, None).status == "invalid"
 
 
-async def test_optimize_end_to_end_on_cpu_and_resume(tmp_path: Path) -> None:
+async def test_optimize_end_to_end_on_cpu_and_resume(tmp_path: Path, nominal_speedups: None) -> None:
     pytest.importorskip("torch", reason="CPU evaluations need torch (its CPU build is enough)")
     out = tmp_path / "run"
     cfg = OptimizeConfig(reference=CASE / "reference.py", candidate=CASE / "candidate.py", out=out, budget=6,

@@ -16,7 +16,6 @@ from _endpoint import serve as serve_endpoint
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from kernelscope.agent.client import Evaluation, ServerPeer
 from kernelscope.agent.config import OptimizeConfig
 from kernelscope.agent.loop import optimize
 from kernelscope.agent.proposers import extract_code, rationale
@@ -57,29 +56,6 @@ class FakeModel:
         m = re.search(r"^CHUNKS = (\d+)", src, re.M)
         chunks = max(1, int(m.group(1)) // 4) if m else 1
         return re.sub(r"^CHUNKS = \d+.*$", f"CHUNKS = {chunks}", src, flags=re.M)
-
-
-@pytest.fixture
-def nominal_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each correct candidate's speedup is its nominal one (the case's reference waits 50 ms a call, a
-    candidate 1 ms a slice: 50 / CHUNKS) instead of the one timed on this machine.
-
-    The candidates still go through the real server (build, correctness, the op audit), but which node
-    the search expands next, and so which reply the model gives to which prompt, must not depend on how
-    busy the machine is: timed on a loaded CPU, a candidate with a quarter of its parent's slices was
-    measured slower than its parent, and the model was then asked about another node than the test meant."""
-    evaluate = ServerPeer.evaluate
-
-    async def nominal(self: ServerPeer, source: str, **kw: object) -> Evaluation:
-        ev = await evaluate(self, source, **kw)
-        m = re.search(r"^CHUNKS = (\d+)", source, re.M)
-        if ev.outcome.ok and m:
-            ev.outcome.speedup = 50.0 / int(m.group(1))
-            ev.outcome.ci_low = ev.outcome.ci_high = ev.outcome.speedup
-            ev.outcome.verdict = "faster" if ev.outcome.speedup > 1 else "slower"
-        return ev
-
-    monkeypatch.setattr(ServerPeer, "evaluate", nominal)
 
 
 @pytest.fixture

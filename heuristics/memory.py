@@ -7,18 +7,11 @@ from collections.abc import Iterable
 from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
+from kernelscope.models.profile import GLOBAL_ATOMIC_INST, is_toolkit_header
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
 SECTOR_BYTES = 32
-
-
-
-def is_toolkit_header(path: str) -> bool:
-    """A CUDA toolkit header (inlined intrinsics such as atomicAdd): samples there belong to the
-    user's call site, which the user's own lines are searched for first."""
-    p = path.replace("\\", "/").lower()
-    return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
 
 
 def has_code(s: SourceLineCounters) -> bool:
@@ -327,9 +320,11 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
-    # the atomic itself: where its queue throttles, else where it moves global memory; never the exit's drain or
-    # the consumer of its result, which sit on later lines
-    line = cost_line(k, ("smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar"),
+    # the atomic itself: the line that runs the most global atomics (where the capture names them per line), else
+    # where its queue throttles, else where it moves global memory; never the exit's drain or the consumer of its
+    # result, which sit on later lines
+    line = cost_line(k, (GLOBAL_ATOMIC_INST,),
+                     ("smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar"),
                      GLOBAL_TRAFFIC)
     yield run.finding(
         kernel=k.name, line=line,

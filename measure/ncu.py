@@ -16,7 +16,9 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
+from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
+from kernelscope.models.profile import GLOBAL_ATOMIC_INST
 from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
@@ -145,16 +147,22 @@ def _rules(action: Any) -> list[NcuRuleResult]:
 # stalls a warp waits out with its PC already on the next instruction: the wait belongs to the synchronizing
 # instruction before it (a BAR for barrier stalls, a MEMBAR for memory-barrier ones), not to whatever follows
 _WAIT_AFTER = {"barrier": ("BAR",), "membar": ("MEMBAR",)}
-SASS_INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
+
+
+GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
+
+
+def _sass(action: Any, pc: int) -> str:
+    """The SASS text of the instruction at ``pc``, '' if unknown."""
+    try:
+        return str(action.sass_by_pc(pc) or "").strip()
+    except Exception:
+        return ""
 
 
 def _opcode(action: Any, pc: int) -> str:
     """The opcode of the SASS instruction at ``pc`` (``BAR.SYNC.DEFER_BLOCKING 0x0`` -> ``BAR``), '' if unknown."""
-    try:
-        text = str(action.sass_by_pc(pc) or "").strip()
-    except Exception:
-        return ""
-    words = text.split()
+    words = _sass(action, pc).split()
     if words and words[0].startswith("@"):  # a predicate guard
         words = words[1:]
     return words[0].split(".")[0] if words else ""
@@ -173,9 +181,21 @@ def _wait_owner(action: Any, name: str, pc: int) -> int:
 
 def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
     """Sum every per-PC metric by source line; keep the lines with the most warp samples. Barrier and
-    memory-barrier stall samples that sit on the instruction after the barrier count on the barrier's line."""
+    memory-barrier stall samples that sit on the instruction after the barrier count on the barrier's line;
+    instructions inlined from a toolkit header count on their call site's."""
     per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cache: dict[int, tuple[str, int] | None] = {}
+
+    def loc_of(pc: int) -> tuple[str, int] | None:
+        if pc not in cache:
+            try:
+                si = action.source_info(pc)
+            except Exception:
+                si = None
+            cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
+        return cache[pc]
+
+    sites: dict[int, tuple[str, int] | None] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None or not m.has_correlation_ids() or "." in name.split("__")[0] or name in _CATEGORICAL:
@@ -186,10 +206,9 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             pc = ids.as_uint64(i)
             if "_stalled_" in name:
                 pc = _wait_owner(action, name, pc)
-            if pc not in cache:
-                si = action.source_info(pc)
-                cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
-            loc = cache[pc]
+            if pc not in sites:  # an inlined toolkit intrinsic counts at its call site (measure.sourcemap)
+                sites[pc] = call_site(pc, loc_of(pc), loc_of, lambda q: _sass(action, q))
+            loc = sites[pc]
             if loc is None:
                 continue
             try:
@@ -197,6 +216,8 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             except Exception:
                 continue
             per_line[loc][name] += v
+            if name == "inst_executed" and _opcode(action, pc) in GLOBAL_ATOMIC_OPCODES:
+                per_line[loc][GLOBAL_ATOMIC_INST] += v
     if not per_line:
         return []
     files = action.source_files()
@@ -207,9 +228,12 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
         except Exception:
             texts[f] = []
     key = "smsp__pcsamp_sample_count"
-    ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))[:top]
+    ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
+    # lines that run global atomics stay even where few samples land on them: the contention rule points there
+    atomic = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST)),
+                    key=lambda kv: -kv[1][GLOBAL_ATOMIC_INST])[:top // 2]
     out = []
-    for (f, line), counters in ranked:
+    for (f, line), counters in [*ranked[:top], *atomic]:
         lines = texts.get(f, [])
         out.append(SourceLineCounters(file=f, line=line,
                                       code=lines[line - 1].strip()[:300] if 0 < line <= len(lines) else None,

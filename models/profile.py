@@ -28,6 +28,17 @@ class NcuRuleResult(BaseModel):
     focus_metrics: list[dict[str, object]] = Field(default_factory=list)
 
 
+# a per-line counter of our own: warp-level global atomic and reduction instructions executed on the line (ncu's
+# source view has none; the readers derive it from the opcode at each PC where they know it)
+GLOBAL_ATOMIC_INST = "derived__inst_executed_global_atomic"
+
+
+def is_toolkit_header(path: str) -> bool:
+    """A CUDA toolkit header (inlined intrinsics such as atomicAdd): its lines belong to the user's call site."""
+    p = path.replace("\\", "/").lower()
+    return "/include/" in p and ("cuda" in p or "/targets/" in p) and p.endswith((".h", ".hpp", ".cuh"))
+
+
 class SourceLineCounters(BaseModel):
     file: str
     line: int

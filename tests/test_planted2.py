@@ -28,8 +28,8 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 59 / 62, "top": 42 / 44, "line": 26 / 34},
-    "validation": {"class": 40 / 40, "top": 27 / 29, "line": 18 / 22},
+    "dev": {"class": 59 / 62, "top": 42 / 44, "line": 29 / 34},
+    "validation": {"class": 40 / 40, "top": 27 / 29, "line": 20 / 22},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {

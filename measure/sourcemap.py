@@ -1,0 +1,96 @@
+"""Where an instruction's cost belongs in the user's source.
+
+Intrinsics such as ``atomicAdd`` or ``__shfl_xor_sync`` are inlined from the CUDA toolkit's headers, and
+the line table names the header's line (``sm_20_atomic_functions.hpp:84``) for the instruction that
+carries their cost. A user can act only on the call site, so the Nsight Compute report's reader charges a
+header instruction to its call site:
+
+- where the SASS text is known, the line of the nearest earlier instruction in the user's files that
+  writes one of the registers the header instruction reads (the call's arguments: the address and the
+  value of an atomic), since the scheduler freely moves unrelated instructions (a loop's induction
+  update) between the argument set-up and the call;
+- else the nearest instruction before it (or, failing that, after it) in the user's files.
+
+The CUPTI collector's records carry no SASS text, and the nearest-line guess alone misplaces costs there
+(the recorded 07-ffma-matmul run: the wait on a load, sampled on a half-to-float conversion inlined from
+cuda_fp16.hpp, would land on the loop's header), so its header lines stay as the line table names them and
+the rules prefer the user's lines over them (heuristics.memory.hottest_source).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from kernelscope.models.profile import is_toolkit_header
+
+Location = tuple[str, int]  # (file, line)
+SASS_INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
+CALL_SITE_REACH = 16  # instructions searched on each side of an inlined header instruction
+
+_REG = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
+_WIDTH = {None: 1, ".64": 2, ".128": 4}
+
+
+def _operands(sass: str) -> list[str]:
+    """The operands of one SASS instruction (``@P0 IADD3 R0, R0, UR4, RZ ;`` -> ['R0', 'R0', 'UR4', 'RZ'])."""
+    words = sass.strip().rstrip(";").split(None, 1)
+    if words and words[0].startswith("@"):  # a predicate guard
+        words = words[1].split(None, 1) if len(words) > 1 else []
+    return [o.strip() for o in words[1].split(",")] if len(words) > 1 else []
+
+
+def registers(operand: str) -> set[int]:
+    """The general registers an operand names, a 64- or 128-bit pair or quad counted register by register."""
+    out: set[int] = set()
+    for m in _REG.finditer(operand):
+        base = int(m.group(1))
+        out.update(range(base, base + _WIDTH[m.group(2)]))
+    return out
+
+
+def read_registers(sass: str) -> set[int]:
+    """Every general register the instruction names (its sources, and for stores and reductions, which write
+    no register, all of them)."""
+    return set().union(*(registers(o) for o in _operands(sass))) if sass else set()
+
+
+def written_registers(sass: str) -> set[int]:
+    """The registers the instruction's first operand (its destination, where it has one) names, as wide as the
+    opcode's modifiers make it (``LDC.64 R4`` and ``IMAD.WIDE R2`` write a pair, ``LDG.E.128 R8`` a quad)."""
+    ops = _operands(sass)
+    if not ops:
+        return set()
+    regs = registers(ops[0])
+    words = sass.strip().split()
+    opcode = words[1] if words and words[0].startswith("@") and len(words) > 1 else words[0] if words else ""
+    mods = opcode.split(".")[1:]
+    width = 4 if "128" in mods else 2 if "64" in mods or "WIDE" in mods else 1
+    if len(regs) == 1 and width > 1:
+        (base,) = regs
+        regs = set(range(base, base + width))
+    return regs
+
+
+def call_site(pc: int, loc: Location | None, loc_of: Callable[[int], Location | None],
+              sass_of: Callable[[int], str] | None = None, step: int = SASS_INSTRUCTION_BYTES,
+              reach: int = CALL_SITE_REACH) -> Location | None:
+    """``loc`` (the line table's location of the instruction at ``pc``), or, where that is a toolkit header, the
+    location of its call site in the user's files (the module's doc says how it is found, ``reach`` instructions
+    each way). ``loc_of`` gives another PC's location and ``sass_of`` its SASS text ('' or None where unknown).
+    Where no user instruction is that close, ``loc`` stands."""
+    if loc is None or not is_toolkit_header(loc[0]):
+        return loc
+    reads = read_registers(sass_of(pc) or "") if sass_of is not None else set()
+    if reads:
+        for i in range(1, reach + 1):
+            other = loc_of(pc - i * step)
+            if other is not None and not is_toolkit_header(other[0]) and \
+                    written_registers(sass_of(pc - i * step) or "") & reads:  # type: ignore[misc]
+                return other
+    for direction in (-1, 1):
+        for i in range(1, reach + 1):
+            other = loc_of(pc + direction * i * step)
+            if other is not None and not is_toolkit_header(other[0]):
+                return other
+    return loc

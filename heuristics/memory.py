@@ -290,15 +290,40 @@ def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 # ---------------------------------------------------------------------------------------- atomics
+LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 ATOM_REQ = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum")
 LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_op_atom_dot_alu",
             "lts__t_requests_srcunit_tex_op_atom_dot_cas")
 
 
+# the stall reasons of warps whose global requests cannot leave the SM (the LSU queue is full) or wait for them
+_QUEUED = ("lg_throttle", "membar", "drain")
+
+
+def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
+    """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle) or waiting for their requests
+    to complete (membar, drain), where that is the dominant wait, the atomics are a sizable part of what the SMs
+    send to global memory, and the memory system is nearly idle: the queued requests are the atomics, slow to
+    drain although neither L2 nor DRAM is busy, which is how updates that serialize on their addresses look.
+    None where any of that is missing."""
+    if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
+        return None
+    global_req = _sum(k, (*ATOM_REQ, LD_REQ, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")) or 0.0
+    if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
+        return None
+    queued = sum(stall_share(k, r)[0] or 0.0 for r in _QUEUED)
+    return queued if queued >= run.th["queued_min_stall_pct"] else None
+
+
 @rule("memory.atomic-contention", family="memory", scope="ncu",
-      description="Global atomics pile onto few addresses: one L2 slice serializes them.",
-      thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0},
-      metrics=(*ATOM_REQ, "smsp__inst_executed.sum", *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
+      description="Global atomics pile onto few addresses: one L2 slice serializes them. Seen either as one slice "
+                  "receiving several times the average atomic traffic, or as a smaller imbalance while the warps "
+                  "wait mostly on a queue of atomics that a nearly idle memory system drains slowly.",
+      thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
+                  "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
+                  "queued_idle_memory_pct": 40.0},
+      metrics=(*ATOM_REQ, LD_REQ, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "smsp__inst_executed.sum",
+               *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     req, inst = _sum(k, ATOM_REQ), k.num("smsp__inst_executed.sum")
@@ -316,7 +341,10 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         avg, mx = k.num(f"{m}.avg"), k.num(f"{m}.max")
         if avg and mx is not None and (best is None or mx / avg > best[1]):
             best = (m, mx / avg, mx, k.num(f"{m}.sum"))
-    if best is None or best[1] < run.th["slice_imbalance"]:
+    if best is None or best[1] < run.th["queued_slice_imbalance"]:
+        return
+    queued = _queued_on_atomics(k, run, req) if best[1] < run.th["slice_imbalance"] else None
+    if best[1] < run.th["slice_imbalance"] and queued is None:
         return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
@@ -328,7 +356,8 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                      GLOBAL_TRAFFIC)
     yield run.finding(
         kernel=k.name, line=line,
-        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] else "warning", impact=0.8,
+        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] or queued is not None else "warning",
+        impact=0.8,
         title="Atomic contention on few addresses",
         diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests"
                    + (f" from the SMs, {at_l2:,.0f} at L2 (lanes of one instruction updating one address one by "
@@ -337,10 +366,17 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    f"{imbalance:.0f}x the average"
                    + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
                    + ": threads update the same address, so the updates serialize in one slice"
-                   + (f"; worst line {line}" if line else "") + "."),
+                   + (f"; worst line {line}" if line else "") + "."
+                   + (f" {queued:.0f}% of stall cycles are warps waiting on the queue of these requests while the "
+                      f"memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the "
+                      "bytes, set the time." if queued is not None else "")),
         evidence=[Evidence(metric="+".join(ATOM_REQ), value=req, source="ncu", kernel=k.name, line=line),
-                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1), threshold=run.th["slice_imbalance"],
-                           source="ncu", kernel=k.name)],
+                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1),
+                           threshold=run.th["slice_imbalance"] if queued is None else run.th["queued_slice_imbalance"],
+                           source="ncu", kernel=k.name)]
+                 + ([Evidence(metric="lg_throttle+membar+drain stall share", value=round(queued, 1),
+                              threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name)]
+                    if queued is not None else []),
         fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "
                           "a block-level partial in shared memory, then one atomicAdd per block.",
                    expected_effect="32x to 1000x fewer atomics on the hot address"),
@@ -352,7 +388,6 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 
 # ---------------------------------------------------------------------------------------- vector width
-LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 
 
 @rule("memory.non-vectorized-access", family="memory", scope="ncu",

@@ -8,6 +8,7 @@ from kernelscope.heuristics.compute import ISSUE
 from kernelscope.heuristics.memory import DRAM_PCT, GLOBAL_TRAFFIC, cost_line, dram_pct, hottest_line, stall_share
 from kernelscope.heuristics.registry import Run, add_explains, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
+from kernelscope.models.profile import POLL_INST
 
 # reason -> (meaning, [(fix, expected effect), ...])
 _MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -166,6 +167,71 @@ def _dominant(k: KernelProfile, run: Run) -> Iterable[Finding]:
     )
 
 
+BARRIER_SAMPLES = "smsp__pcsamp_warps_issue_stalled_barrier"
+SAMPLES = "smsp__pcsamp_sample_count"
+
+
+def waits_on_other_blocks(k: KernelProfile) -> tuple[float, str | None] | None:
+    """How much of the kernel's barrier wait is its blocks waiting for other blocks: (the share, the polling line).
+
+    A block that polls other blocks' results (a decoupled look-back, a ticket: the lines that run
+    models.profile.POLL_INST instructions) does so with a few warps while the rest of the block waits at the next
+    barrier, so each warp sample on a polling line stands for (warps per block - 1) samples at a barrier. The
+    share is that estimate over the barrier samples measured; None where no line polls or nothing was sampled."""
+    polling = [s for s in k.source_lines if s.counters.get(POLL_INST)]
+    barrier = sum(s.counters.get(BARRIER_SAMPLES, 0.0) for s in k.source_lines)
+    if not polling or barrier <= 0 or not k.block_size:
+        return None
+    warps = -(-k.block_size // 32)
+    polled = sum(s.counters.get(SAMPLES, 0.0) for s in polling)
+    top = max(polling, key=lambda s: s.counters.get(SAMPLES, 0.0))
+    return min(1.0, (warps - 1) * polled / barrier), top.label
+
+
+@rule("stalls.cross-block-wait", family="stalls", scope="ncu",
+      description="Most of the warps' wait at __syncthreads is their block waiting for other blocks (a decoupled "
+                  "look-back or a ticket, whose polling lines show it): a note while the memory system stays busy, a "
+                  "warning where it idles (blocks close to serialized). Replaces the barrier finding it explains.",
+      thresholds={"min_share_pct": 25.0, "dram_roof_pct": 80.0, "min_explained": 0.5, "busy_memory_pct": 40.0},
+      metrics=(DRAM_PCT,), supersedes=("stalls.barrier-heavy",))
+def _cross_block(k: KernelProfile, run: Run) -> Iterable[Finding]:
+    pct, _ = stall_share(k, "barrier")
+    mem = dram_pct(k)
+    if pct is None or pct < run.th["min_share_pct"] or (mem is not None and mem >= run.th["dram_roof_pct"]):
+        return  # no barrier finding to explain, or its own DRAM-roof note says it already
+    cross = waits_on_other_blocks(k)
+    if cross is None or cross[0] < run.th["min_explained"]:
+        return
+    share, poll_line = cross
+    busy = (k.memory_throughput_pct or 0.0) >= run.th["busy_memory_pct"]
+    yield run.finding(
+        kernel=k.name, line=poll_line, impact=0.05 if busy else round(pct / 100, 3),
+        severity="info" if busy else "warning", title="Barrier waits are waits on other blocks",
+        diagnosis=(f"{k.name}: {pct:.0f}% of stall cycles are warps waiting at __syncthreads, and about "
+                   f"{100 * share:.0f}% of that wait is the block waiting for earlier blocks' results: a few warps "
+                   f"poll them (volatile or acquire loads, back-off sleeps) at {poll_line} while the rest of the "
+                   "block waits at the barrier after it. That is the cost of a single-pass algorithm (decoupled "
+                   "look-back, tickets), not of the barriers themselves"
+                   + (f"; the memory system still runs at {k.memory_throughput_pct:.0f}% of its peak, so other "
+                      "blocks' traffic overlaps the wait." if busy else
+                      f"; the memory system runs at only {k.memory_throughput_pct or 0.0:.0f}% of its peak, so "
+                      "blocks spend much of their time waiting in line: they are close to serialized.")),
+        evidence=[Evidence(metric="barrier_stall_share_pct", value=round(pct, 1), threshold=run.th["min_share_pct"],
+                           unit="%", source="ncu", kernel=k.name),
+                  Evidence(metric="barrier_wait_explained_by_polling", value=round(share, 2),
+                           threshold=run.th["min_explained"], source="ncu", kernel=k.name, line=poll_line),
+                  Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                           value=k.memory_throughput_pct, threshold=run.th["busy_memory_pct"], unit="%",
+                           source="ncu", kernel=k.name)],
+        fixes=[Fix(action="Publish each tile's own aggregate before its look-back, and let the look-back read a warp's "
+                          "worth of predecessors at once (one ballot over 32 descriptors).",
+                   expected_effect="later blocks stop waiting on earlier blocks' look-backs"),
+               Fix(action="Give each block a larger tile (more elements per thread) so one wait covers more work, and "
+                          "keep several blocks resident per SM so their loads overlap the wait.",
+                   expected_effect="the wait is amortized and hidden")],
+    )
+
+
 @rule("stalls.barrier-heavy", family="stalls", scope="ncu",
       description="Warps spend a large share of their stalls waiting at __syncthreads; a note where DRAM already "
                   "runs near its peak (the warps wait there for the block's loads, which DRAM delivers as fast as "
@@ -176,7 +242,7 @@ def _barrier(k: KernelProfile, run: Run) -> Iterable[Finding]:
     pct, cycles = stall_share(k, "barrier")
     if pct is None or cycles <= 0 or pct < run.th["min_share_pct"]:
         return
-    line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_barrier")
+    line = hottest_line(k, BARRIER_SAMPLES)
     # at the DRAM roof (memory.dram-saturated's threshold) a barrier after a tile's loads waits for bytes DRAM
     # already moves near its peak: fewer or cheaper barriers would not move them faster
     mem = dram_pct(k)

@@ -18,7 +18,7 @@ from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
 from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
-from kernelscope.models.profile import GLOBAL_ATOMIC_INST
+from kernelscope.models.profile import GLOBAL_ATOMIC_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
@@ -168,6 +168,19 @@ def _opcode(action: Any, pc: int) -> str:
     return words[0].split(".")[0] if words else ""
 
 
+def _polls(action: Any, pc: int, op: str) -> bool:
+    """Whether the instruction at ``pc`` waits for other blocks' writes (models.profile.POLL_INST): a NANOSLEEP
+    (a spin-wait's back-off), a volatile load (STRONG.SYS), or an acquire load (a STRONG load the compiler follows
+    with CCTL.IVALL). A STRONG.GPU load alone is ld.cg (__ldcg), which streams data."""
+    if op == "NANOSLEEP":
+        return True
+    if op not in ("LD", "LDG"):
+        return False
+    text = _sass(action, pc)
+    return ".STRONG.SYS" in text or (".STRONG." in text and _opcode(action, pc + SASS_INSTRUCTION_BYTES) == "CCTL"
+                                     and "IVALL" in _sass(action, pc + SASS_INSTRUCTION_BYTES))
+
+
 def _wait_owner(action: Any, name: str, pc: int) -> int:
     """The PC a per-PC sample of ``name`` belongs to: for a barrier-like stall sampled on the instruction after the
     synchronizing one, that instruction; else ``pc``."""
@@ -216,8 +229,12 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             except Exception:
                 continue
             per_line[loc][name] += v
-            if name == "inst_executed" and _opcode(action, pc) in GLOBAL_ATOMIC_OPCODES:
-                per_line[loc][GLOBAL_ATOMIC_INST] += v
+            if name == "inst_executed":
+                op = _opcode(action, pc)
+                if op in GLOBAL_ATOMIC_OPCODES:
+                    per_line[loc][GLOBAL_ATOMIC_INST] += v
+                elif _polls(action, pc, op):
+                    per_line[loc][POLL_INST] += v
     if not per_line:
         return []
     files = action.source_files()
@@ -229,9 +246,10 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             texts[f] = []
     key = "smsp__pcsamp_sample_count"
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
-    # lines that run global atomics stay even where few samples land on them: the contention rule points there
-    atomic = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST)),
-                    key=lambda kv: -kv[1][GLOBAL_ATOMIC_INST])[:top // 2]
+    # lines that run global atomics or wait for other blocks stay even where few samples land on them: the
+    # contention rule points at the former, the barrier rule weighs the latter
+    atomic = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST) or kv[1].get(POLL_INST)),
+                    key=lambda kv: -kv[1].get(key, 0.0))[:top // 2]
     out = []
     for (f, line), counters in [*ranked[:top], *atomic]:
         lines = texts.get(f, [])

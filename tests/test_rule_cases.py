@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import _planted2
 import pytest
 
 from kernelscope.heuristics import REGISTRY, SCOPES
@@ -162,6 +163,8 @@ FIRES: dict[str, Case] = {
     "occupancy.register-limited": Case(lambda: ncu("04", "scale_sum_early_coefs"), "scale_sum_early_coefs"),
     "stalls.dominant-stall-reason": Case(lambda: ncu("three", "copy_coalesced"), "copy_coalesced"),
     "stalls.barrier-heavy": Case(lambda: ncu("10", "row_stats_tree"), "row_stats_tree"),
+    "stalls.cross-block-wait": Case(lambda: _planted2.kernel("106-healthy-rle-run-ends", "rle_run_ends"),
+                                    "rle_run_ends", note="the second planted suite's case 106"),
     # sass
     "sass.local-memory": Case(lambda: sass("03", "spilling_recurrence"), "spilling_recurrence"),
     "sass.scalar-global-loads": Case(lambda: sass("03", "registered_recurrence"), "registered_recurrence"),
@@ -223,6 +226,7 @@ SILENT: dict[str, Case] = {
     "occupancy.register-limited": Case(lambda: ncu("04", "scale_sum_late_coefs")),
     "stalls.dominant-stall-reason": Case(lambda: ncu("three", "fma_heavy")),
     "stalls.barrier-heavy": Case(lambda: ncu("10", "row_stats_shfl")),
+    "stalls.cross-block-wait": Case(lambda: ncu("10", "row_stats_tree")),  # barrier-bound, polls no other block
     "sass.local-memory": Case(lambda: sass("03", "registered_recurrence")),
     "sass.scalar-global-loads": Case(lambda: sass("09", "saxpy_float4")),
     "sass.fp64-in-kernel": Case(lambda: cubin("copy_float4")),

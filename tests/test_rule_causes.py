@@ -18,6 +18,7 @@ from kernelscope.heuristics.pipeline import diagnose_kernels, merge_profiles, ra
 from kernelscope.measure.collector import collected_profile, load_collected
 from kernelscope.measure.ncu import load_profile
 from kernelscope.models import KernelProfile, KernelSassStats, MetricValue, SassResult
+from kernelscope.models.profile import POLL_INST
 
 FIX = Path(__file__).parent / "fixtures"
 FP64_PIPE = "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active"
@@ -422,3 +423,70 @@ def test_atomics_are_counted_where_they_serialize() -> None:
     scale = 11566.0 / (k.num(f"{cas}.sum") or 1.0)
     flat = with_metrics(k, **{f"{cas}.{r}": (k.num(f"{cas}.{r}") or 0.0) * scale for r in ("sum", "avg", "max")})
     assert not rule.run(flat)
+
+
+def test_atomics_queued_on_an_idle_memory_system_are_contention() -> None:
+    """Case 114 (recorded): 12M atomicMax updates on Zipf-popular items. The busiest L2 slice takes only 3.7x the
+    average of 22M reduction requests (under the rule's 4x), but 69% of stall cycles are warps on the full LSU
+    queue (lg_throttle) while the memory system runs at 12% of its peak, and the reductions are half of what the
+    SMs send to global memory: the contention finding leads and supersedes the lg-throttle stall finding. Its
+    twin (hot items in shared memory, 1.15x imbalance) gets none. Stated: the same kernel with its memory system
+    at 60% (the queue could be bytes, not serialized updates): no finding below the 4x imbalance."""
+    rule = REGISTRY["memory.atomic-contention"]
+    k = _planted2.kernel("114-interaction-last-seen-max", "last_seen_global_max")
+    [f] = rule.run(k)
+    assert f.severity == "high" and "not the bytes" in f.diagnosis
+    assert any(e.metric.startswith("lg_throttle") and e.value >= 40 for e in f.evidence)
+    ranked = [x.rule for x in diagnose_kernels([k])[0].findings]
+    assert ranked[0] == "memory.atomic-contention" and "stalls.dominant-stall-reason" not in ranked
+    assert not rule.run(_planted2.kernel("114-interaction-last-seen-max", "last_seen_hot_items_smem"))
+    assert not rule.run(k.model_copy(update={"memory_throughput_pct": 60.0}))
+
+
+def test_barrier_waits_on_other_blocks_are_named_as_such() -> None:
+    """Case 106 (recorded, healthy): run-length encoding with a decoupled look-back. 56% of stall cycles are at
+    barriers, and warp 0's polling lines (volatile loads, back-off NANOSLEEP) hold samples that, times the 7 other
+    warps of the block, account for 65% of them: the note says the block waits on earlier blocks, and no
+    barrier-heavy warning is left. Stated: the memory system at 20% (blocks nearly serialized): a warning; the
+    polling counters removed: barrier-heavy at high, as before. Case 109 (barrier-bound Cholesky, no polling):
+    barrier-heavy, no cross-block note."""
+    k = _planted2.kernel("106-healthy-rle-run-ends", "rle_run_ends")
+    found = {f.rule: f for f in diagnose_kernels([k])[0].findings}
+    assert "stalls.barrier-heavy" not in found
+    note = found["stalls.cross-block-wait"]
+    assert note.severity == "info" and note.line and note.line.split("  ")[0].endswith(":62")
+    assert "earlier blocks" in note.diagnosis
+    [f] = REGISTRY["stalls.cross-block-wait"].run(k.model_copy(update={"memory_throughput_pct": 20.0}))
+    assert f.severity == "warning" and "serialized" in f.diagnosis
+    bare = k.model_copy(update={"source_lines": [s.model_copy(update={"counters": {
+        c: v for c, v in s.counters.items() if c != POLL_INST}}) for s in k.source_lines]})
+    assert not REGISTRY["stalls.cross-block-wait"].run(bare)
+    assert [f.severity for f in REGISTRY["stalls.barrier-heavy"].run(bare)] == ["high"]
+    chol = _planted2.kernel("109-batched-cholesky-sync-steps", "cholesky_elementwise")
+    assert not REGISTRY["stalls.cross-block-wait"].run(chol)
+    assert [f.severity for f in REGISTRY["stalls.barrier-heavy"].run(chol)] == ["high"]
+
+
+class _Sass:
+    """An action with a few instructions (pc -> SASS text), as ncu_report's IAction.sass_by_pc answers."""
+
+    def __init__(self, code: dict[int, str]) -> None:
+        self.code = code
+
+    def sass_by_pc(self, pc: int) -> str:
+        return self.code.get(pc, "")
+
+
+def test_what_counts_as_polling_other_blocks() -> None:
+    """The SASS nvcc 13 emits for sm_90 (checked by compiling each form): a volatile load is STRONG.SYS, an
+    acquire load a STRONG.GPU load followed by CCTL.IVALL, __nanosleep a NANOSLEEP; __ldcg is a STRONG.GPU load on
+    its own, which streams data and is no poll."""
+    from kernelscope.measure.ncu import _opcode, _polls
+
+    code = {0: "LDG.E.64.STRONG.SYS R4, desc[UR6][R2.64]", 16: "NANOSLEEP 0x8",
+            32: "LDG.E.STRONG.GPU R0, desc[UR4][R6.64]", 48: "FADD R1, R0, R0",
+            64: "LD.E.STRONG.GPU R12, desc[UR4][R10.64]", 80: "CCTL.IVALL",
+            96: "@!P0 LDG.E.STRONG.SYS R8, desc[UR4][R8.64]", 112: "LDG.E.128.CONSTANT R4, desc[UR6][R2.64]"}
+    act = _Sass(code)
+    polls = {pc for pc in code if _polls(act, pc, _opcode(act, pc))}
+    assert polls == {0, 16, 64, 96}

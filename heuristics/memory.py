@@ -302,13 +302,13 @@ _QUEUED = ("lg_throttle", "membar", "drain")
 
 def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
     """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle) or waiting for their requests
-    to complete (membar, drain), where that is the dominant wait, the atomics are a sizable part of what the SMs
-    send to global memory, and the memory system is nearly idle: the queued requests are the atomics, slow to
-    drain although neither L2 nor DRAM is busy, which is how updates that serialize on their addresses look.
-    None where any of that is missing."""
+    to complete (membar, drain), where that is the dominant wait, the atomics are a sizable part of the global
+    requests the SMs send that L2 answers (loads and atomics), and the memory system is nearly idle: the queued
+    requests are the atomics, slow to drain although neither L2 nor DRAM is busy, which is how updates that
+    serialize on their addresses look. None where any of that is missing."""
     if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
         return None
-    global_req = _sum(k, (*ATOM_REQ, LD_REQ, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")) or 0.0
+    global_req = _sum(k, (*ATOM_REQ, LD_REQ)) or 0.0  # loads and atomics: what the queue holds waiting on L2
     if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
         return None
     queued = sum(stall_share(k, r)[0] or 0.0 for r in _QUEUED)
@@ -322,7 +322,7 @@ def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
       thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
                   "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
                   "queued_idle_memory_pct": 40.0},
-      metrics=(*ATOM_REQ, LD_REQ, "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "smsp__inst_executed.sum",
+      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum",
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:

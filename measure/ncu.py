@@ -16,7 +16,7 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site
+from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site, spins_on_load
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
 from kernelscope.models.profile import GLOBAL_ATOMIC_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
@@ -170,15 +170,19 @@ def _opcode(action: Any, pc: int) -> str:
 
 def _polls(action: Any, pc: int, op: str) -> bool:
     """Whether the instruction at ``pc`` waits for other blocks' writes (models.profile.POLL_INST): a NANOSLEEP
-    (a spin-wait's back-off), a volatile load (STRONG.SYS), or an acquire load (a STRONG load the compiler follows
-    with CCTL.IVALL). A STRONG.GPU load alone is ld.cg (__ldcg), which streams data."""
+    (a spin-wait's back-off), a volatile load (STRONG.SYS), an acquire load (a STRONG load the compiler follows
+    with CCTL.IVALL), or a STRONG.GPU load (ld.cg, ld.relaxed) in a loop that its own value decides
+    (measure.sourcemap.spins_on_load). A STRONG.GPU load outside such a loop is __ldcg streaming data."""
     if op == "NANOSLEEP":
         return True
     if op not in ("LD", "LDG"):
         return False
     text = _sass(action, pc)
-    return ".STRONG.SYS" in text or (".STRONG." in text and _opcode(action, pc + SASS_INSTRUCTION_BYTES) == "CCTL"
-                                     and "IVALL" in _sass(action, pc + SASS_INSTRUCTION_BYTES))
+    if ".STRONG." not in text:
+        return False
+    return ".STRONG.SYS" in text or (_opcode(action, pc + SASS_INSTRUCTION_BYTES) == "CCTL"
+                                     and "IVALL" in _sass(action, pc + SASS_INSTRUCTION_BYTES)) \
+        or spins_on_load(pc, lambda q: _sass(action, q))
 
 
 def _wait_owner(action: Any, name: str, pc: int) -> int:

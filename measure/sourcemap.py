@@ -94,3 +94,72 @@ def call_site(pc: int, loc: Location | None, loc_of: Callable[[int], Location | 
             if other is not None and not is_toolkit_header(other[0]):
                 return other
     return loc
+
+
+# ------------------------------------------------------------------------------------------ spin-waits
+_PRED = re.compile(r"\bU?P([0-6])\b")
+SPIN_REACH = 32  # instructions after a load searched for the back edge of the loop around it
+
+
+def _guard(sass: str) -> str | None:
+    """The predicate guarding an instruction (``@!P0 BRA ...`` -> 'P0'), None where unguarded."""
+    words = sass.strip().split(None, 1)
+    if words and words[0].startswith("@"):
+        return words[0].lstrip("@!")
+    return None
+
+
+def _opcode_of(sass: str) -> str:
+    words = sass.strip().split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0] if words else ""
+
+
+def _tokens(operand: str) -> set[str]:
+    """The registers (R<n>, counted register by register) and predicates (P<n>, UP<n>) an operand names."""
+    return {f"R{r}" for r in registers(operand)} | {m.group(0) for m in _PRED.finditer(operand)}
+
+
+def _branch_target(sass: str) -> int | None:
+    m = re.search(r"\bBRA\b[^;]*?(0x[0-9a-fA-F]+)", sass)
+    return int(m.group(1), 16) if m and _opcode_of(sass).split(".")[0] == "BRA" and ".DIV" not in _opcode_of(sass) \
+        else None
+
+
+def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
+                  reach: int = SPIN_REACH) -> bool:
+    """Whether the load at ``pc`` is polled: it sits in a short loop (a backward branch to it or before it within
+    ``reach`` instructions) that a branch guarded by a predicate computed from the loaded value leaves or repeats,
+    as in ``do { s = ld.cg(flag); } while (s == 0)``. A streaming loop's branches test an index, not the data."""
+    ops = _operands(sass_of(pc) or "")
+    if not ops:
+        return False
+    tainted = _tokens(ops[0])  # what the load writes
+    if not tainted:
+        return False
+    data_branch = False
+    for i in range(1, reach + 1):
+        q = pc + i * step
+        text = sass_of(q) or ""
+        if not text:
+            return False
+        guard = _guard(text)
+        target = _branch_target(text)
+        if target is not None:
+            if guard is not None and guard in tainted:
+                data_branch = True
+            if target <= pc:  # the loop's back edge
+                return data_branch
+            continue
+        args = _operands(text)
+        reads = set().union(*(_tokens(a) for a in args[1:])) if len(args) > 1 else set()
+        if guard is not None:
+            reads.add(guard)
+        if reads & tainted and args:
+            writes = _tokens(args[0])
+            if _opcode_of(text).split(".")[0] in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") \
+                    and len(args) > 1:
+                writes |= {t for t in _tokens(args[1]) if t.startswith(("P", "UP"))}
+            tainted |= writes
+    return False

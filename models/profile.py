@@ -32,8 +32,8 @@ class NcuRuleResult(BaseModel):
 # source view has none; the readers derive it from the opcode at each PC where they know it)
 GLOBAL_ATOMIC_INST = "derived__inst_executed_global_atomic"
 # another: warp-level instructions that wait for other blocks (a spin-wait's back-off NANOSLEEP, a volatile load,
-# STRONG.SYS, an acquire load, a STRONG load followed by CCTL.IVALL); a plain ld.cg (__ldcg, STRONG.GPU alone)
-# streams data and does not count
+# STRONG.SYS, an acquire load, a STRONG load followed by CCTL.IVALL, a STRONG load in a loop its value decides);
+# a plain ld.cg (__ldcg, STRONG.GPU alone) streams data and does not count
 POLL_INST = "derived__inst_executed_poll"
 
 

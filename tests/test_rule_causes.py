@@ -490,3 +490,41 @@ def test_what_counts_as_polling_other_blocks() -> None:
     act = _Sass(code)
     polls = {pc for pc in code if _polls(act, pc, _opcode(act, pc))}
     assert polls == {0, 16, 64, 96}
+
+
+# nvcc 13, sm_90, -O3 (cuobjdump -sass; addresses as it prints them): a relaxed-load spin-wait on a flag, and a
+# grid-stride sum over __ldcg loads
+SPIN_RELAXED = """\
+0080 LDG.E.STRONG.GPU R5, desc[UR4][R2.64] ;
+0090 ISETP.NE.AND P0, PT, R5, RZ, PT ;
+00a0 @!P0 BRA 0x80 ;
+00b0 LDC.64 R2, c[0x0][0x218] ;
+00c0 LEA R2, P0, R7, R2, 0x2 ;
+00d0 LEA.HI.X R3, R7, R3, RZ, 0x2, P0 ;
+00e0 STG.E desc[UR4][R2.64], R5 ;
+00f0 EXIT ;"""
+STREAM_CG = """\
+0120 IMAD.WIDE R2, R11, 0x4, R6 ;
+0130 LDG.E.STRONG.GPU R2, desc[UR4][R2.64] ;
+0140 IADD3 R11, R0, R11, RZ ;
+0150 ISETP.GE.AND P0, PT, R11, UR7, PT ;
+0160 FADD R9, R2, R9 ;
+0170 @!P0 BRA 0x120 ;
+0180 BSYNC B0 ;
+0190 STG.E desc[UR4][R4.64], R9 ;
+01a0 EXIT ;"""
+
+
+def _listing(text: str) -> dict[int, str]:
+    return {int(a, 16): code for a, code in (ln.split(" ", 1) for ln in text.splitlines())}
+
+
+def test_a_load_its_own_loop_waits_on_is_a_poll() -> None:
+    """A STRONG.GPU load (ld.relaxed, ld.cg) polls where a branch of the loop around it tests the loaded value;
+    __ldcg in a grid-stride loop, whose branches test the index, streams."""
+    from kernelscope.measure.sourcemap import spins_on_load
+
+    spin, stream = _listing(SPIN_RELAXED), _listing(STREAM_CG)
+    assert spins_on_load(0x80, lambda pc: spin.get(pc, ""))
+    assert not spins_on_load(0x130, lambda pc: stream.get(pc, ""))
+    assert not spins_on_load(0xe0, lambda pc: spin.get(pc, ""))  # a store writes no register the loop tests

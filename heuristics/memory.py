@@ -343,9 +343,11 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
             best = (m, mx / avg, mx, k.num(f"{m}.sum"))
     if best is None or best[1] < run.th["queued_slice_imbalance"]:
         return
-    queued = _queued_on_atomics(k, run, req) if best[1] < run.th["slice_imbalance"] else None
-    if best[1] < run.th["slice_imbalance"] and queued is None:
-        return
+    queued = None  # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks
+    if best[1] < run.th["slice_imbalance"]:
+        queued = _queued_on_atomics(k, run, req)
+        if queued is None:
+            return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
     # the atomic itself: the line that runs the most global atomics (where the capture names them per line), else

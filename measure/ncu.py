@@ -16,7 +16,7 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site, spins_on_load
+from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site, opcode, polls
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
 from kernelscope.models.profile import GLOBAL_ATOMIC_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
@@ -162,27 +162,7 @@ def _sass(action: Any, pc: int) -> str:
 
 def _opcode(action: Any, pc: int) -> str:
     """The opcode of the SASS instruction at ``pc`` (``BAR.SYNC.DEFER_BLOCKING 0x0`` -> ``BAR``), '' if unknown."""
-    words = _sass(action, pc).split()
-    if words and words[0].startswith("@"):  # a predicate guard
-        words = words[1:]
-    return words[0].split(".")[0] if words else ""
-
-
-def _polls(action: Any, pc: int, op: str) -> bool:
-    """Whether the instruction at ``pc`` waits for other blocks' writes (models.profile.POLL_INST): a NANOSLEEP
-    (a spin-wait's back-off), a volatile load (STRONG.SYS), an acquire load (a STRONG load the compiler follows
-    with CCTL.IVALL), or a STRONG.GPU load (ld.cg, ld.relaxed) in a loop that its own value decides
-    (measure.sourcemap.spins_on_load). A STRONG.GPU load outside such a loop is __ldcg streaming data."""
-    if op == "NANOSLEEP":
-        return True
-    if op not in ("LD", "LDG"):
-        return False
-    text = _sass(action, pc)
-    if ".STRONG." not in text:
-        return False
-    return ".STRONG.SYS" in text or (_opcode(action, pc + SASS_INSTRUCTION_BYTES) == "CCTL"
-                                     and "IVALL" in _sass(action, pc + SASS_INSTRUCTION_BYTES)) \
-        or spins_on_load(pc, lambda q: _sass(action, q))
+    return opcode(_sass(action, pc)).split(".")[0]
 
 
 def _wait_owner(action: Any, name: str, pc: int) -> int:
@@ -212,6 +192,13 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
         return cache[pc]
 
+    texts_by_pc: dict[int, str] = {}
+
+    def sass_of(pc: int) -> str:
+        if pc not in texts_by_pc:
+            texts_by_pc[pc] = _sass(action, pc)
+        return texts_by_pc[pc]
+
     sites: dict[int, tuple[str, int] | None] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
@@ -224,7 +211,7 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             if "_stalled_" in name:
                 pc = _wait_owner(action, name, pc)
             if pc not in sites:  # an inlined toolkit intrinsic counts at its call site (measure.sourcemap)
-                sites[pc] = call_site(pc, loc_of(pc), loc_of, lambda q: _sass(action, q))
+                sites[pc] = call_site(pc, loc_of(pc), loc_of, sass_of)
             loc = sites[pc]
             if loc is None:
                 continue
@@ -234,10 +221,9 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
                 continue
             per_line[loc][name] += v
             if name == "inst_executed":
-                op = _opcode(action, pc)
-                if op in GLOBAL_ATOMIC_OPCODES:
+                if opcode(sass_of(pc)).split(".")[0] in GLOBAL_ATOMIC_OPCODES:
                     per_line[loc][GLOBAL_ATOMIC_INST] += v
-                elif _polls(action, pc, op):
+                elif polls(pc, sass_of):
                     per_line[loc][POLL_INST] += v
     if not per_line:
         return []
@@ -252,10 +238,10 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
     # lines that run global atomics or wait for other blocks stay even where few samples land on them: the
     # contention rule points at the former, the barrier rule weighs the latter
-    atomic = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST) or kv[1].get(POLL_INST)),
-                    key=lambda kv: -kv[1].get(key, 0.0))[:top // 2]
+    kept = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST) or kv[1].get(POLL_INST)),
+                  key=lambda kv: -kv[1].get(key, 0.0))[:top // 2]
     out = []
-    for (f, line), counters in [*ranked[:top], *atomic]:
+    for (f, line), counters in [*ranked[:top], *kept]:
         lines = texts.get(f, [])
         out.append(SourceLineCounters(file=f, line=line,
                                       code=lines[line - 1].strip()[:300] if 0 < line <= len(lines) else None,

@@ -32,6 +32,15 @@ _REG = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
 _WIDTH = {None: 1, ".64": 2, ".128": 4}
 
 
+def opcode(sass: str) -> str:
+    """The opcode of one SASS instruction with its modifiers, past any predicate guard
+    (``@!P0 LDG.E.64.STRONG.SYS R4, ...`` -> ``LDG.E.64.STRONG.SYS``); '' for no instruction."""
+    words = sass.strip().split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0] if words else ""
+
+
 def _operands(sass: str) -> list[str]:
     """The operands of one SASS instruction (``@P0 IADD3 R0, R0, UR4, RZ ;`` -> ['R0', 'R0', 'UR4', 'RZ'])."""
     words = sass.strip().rstrip(";").split(None, 1)
@@ -62,9 +71,7 @@ def written_registers(sass: str) -> set[int]:
     if not ops:
         return set()
     regs = registers(ops[0])
-    words = sass.strip().split()
-    opcode = words[1] if words and words[0].startswith("@") and len(words) > 1 else words[0] if words else ""
-    mods = opcode.split(".")[1:]
+    mods = opcode(sass).split(".")[1:]
     width = 4 if "128" in mods else 2 if "64" in mods or "WIDE" in mods else 1
     if len(regs) == 1 and width > 1:
         (base,) = regs
@@ -109,13 +116,6 @@ def _guard(sass: str) -> str | None:
     return None
 
 
-def _opcode_of(sass: str) -> str:
-    words = sass.strip().split()
-    if words and words[0].startswith("@"):
-        words = words[1:]
-    return words[0] if words else ""
-
-
 def _tokens(operand: str) -> set[str]:
     """The registers (R<n>, counted register by register) and predicates (P<n>, UP<n>) an operand names."""
     return {f"R{r}" for r in registers(operand)} | {m.group(0) for m in _PRED.finditer(operand)}
@@ -123,7 +123,7 @@ def _tokens(operand: str) -> set[str]:
 
 def _branch_target(sass: str) -> int | None:
     m = re.search(r"\bBRA\b[^;]*?(0x[0-9a-fA-F]+)", sass)
-    return int(m.group(1), 16) if m and _opcode_of(sass).split(".")[0] == "BRA" and ".DIV" not in _opcode_of(sass) \
+    return int(m.group(1), 16) if m and opcode(sass).split(".")[0] == "BRA" and ".DIV" not in opcode(sass) \
         else None
 
 
@@ -158,8 +158,24 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
             reads.add(guard)
         if reads & tainted and args:
             writes = _tokens(args[0])
-            if _opcode_of(text).split(".")[0] in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") \
+            if opcode(text).split(".")[0] in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") \
                     and len(args) > 1:
                 writes |= {t for t in _tokens(args[1]) if t.startswith(("P", "UP"))}
             tainted |= writes
     return False
+
+
+def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES) -> bool:
+    """Whether the instruction at ``pc`` waits for other blocks' writes (models.profile.POLL_INST): a NANOSLEEP
+    (a spin-wait's back-off), a volatile load (STRONG.SYS), an acquire load (a STRONG load the compiler follows
+    with CCTL.IVALL), or a STRONG.GPU load (ld.cg, ld.relaxed) in a loop that its own value decides
+    (:func:`spins_on_load`). A STRONG.GPU load outside such a loop is __ldcg streaming data."""
+    text = sass_of(pc) or ""
+    op = opcode(text)
+    if op.split(".")[0] == "NANOSLEEP":
+        return True
+    if op.split(".")[0] not in ("LD", "LDG") or ".STRONG." not in op:
+        return False
+    after = sass_of(pc + step) or ""
+    return ".STRONG.SYS" in op or (opcode(after).split(".")[0] == "CCTL" and "IVALL" in after) \
+        or spins_on_load(pc, sass_of, step)

@@ -467,29 +467,17 @@ def test_barrier_waits_on_other_blocks_are_named_as_such() -> None:
     assert [f.severity for f in REGISTRY["stalls.barrier-heavy"].run(chol)] == ["high"]
 
 
-class _Sass:
-    """An action with a few instructions (pc -> SASS text), as ncu_report's IAction.sass_by_pc answers."""
-
-    def __init__(self, code: dict[int, str]) -> None:
-        self.code = code
-
-    def sass_by_pc(self, pc: int) -> str:
-        return self.code.get(pc, "")
-
-
 def test_what_counts_as_polling_other_blocks() -> None:
     """The SASS nvcc 13 emits for sm_90 (checked by compiling each form): a volatile load is STRONG.SYS, an
     acquire load a STRONG.GPU load followed by CCTL.IVALL, __nanosleep a NANOSLEEP; __ldcg is a STRONG.GPU load on
     its own, which streams data and is no poll."""
-    from kernelscope.measure.ncu import _opcode, _polls
+    from kernelscope.measure.sourcemap import polls
 
     code = {0: "LDG.E.64.STRONG.SYS R4, desc[UR6][R2.64]", 16: "NANOSLEEP 0x8",
             32: "LDG.E.STRONG.GPU R0, desc[UR4][R6.64]", 48: "FADD R1, R0, R0",
             64: "LD.E.STRONG.GPU R12, desc[UR4][R10.64]", 80: "CCTL.IVALL",
             96: "@!P0 LDG.E.STRONG.SYS R8, desc[UR4][R8.64]", 112: "LDG.E.128.CONSTANT R4, desc[UR6][R2.64]"}
-    act = _Sass(code)
-    polls = {pc for pc in code if _polls(act, pc, _opcode(act, pc))}
-    assert polls == {0, 16, 64, 96}
+    assert {pc for pc in code if polls(pc, lambda q: code.get(q, ""))} == {0, 16, 64, 96}
 
 
 # nvcc 13, sm_90, -O3 (cuobjdump -sass; addresses as it prints them): a relaxed-load spin-wait on a flag, and a

@@ -223,7 +223,7 @@ def user_sources(profile: Profile, shown: str) -> Profile:
 # which rule families explain a class: among findings of equal severity, these lead
 CLASS_FAMILIES: dict[str, set[str]] = {
     "memory-bound": {"memory"},
-    "compute-bound": {"compute", "tensor", "control", "instructions"},
+    "compute-bound": {"compute", "tensor", "control", "instructions", "stalls"},
     "latency-bound": {"latency", "stalls", "memory", "control"},
     "occupancy-limited": {"occupancy", "launch"},
     "launch/tail-limited": {"launch", "occupancy"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import SASS_INSTRUCTION_BYTES, call_site, opcode, polls
+from kernelscope.measure.sourcemap import call_site, opcode, polls, waited_on
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
 from kernelscope.models.profile import GLOBAL_ATOMIC_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
@@ -146,7 +147,8 @@ def _rules(action: Any) -> list[NcuRuleResult]:
 
 # stalls a warp waits out with its PC already on the next instruction: the wait belongs to the synchronizing
 # instruction before it (a BAR for barrier stalls, a MEMBAR for memory-barrier ones), not to whatever follows
-_WAIT_AFTER = {"barrier": ("BAR",), "membar": ("MEMBAR",)}
+SAMPLES = "smsp__pcsamp_sample_count"
+_WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
 GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
@@ -160,25 +162,20 @@ def _sass(action: Any, pc: int) -> str:
         return ""
 
 
-def _opcode(action: Any, pc: int) -> str:
-    """The opcode of the SASS instruction at ``pc`` (``BAR.SYNC.DEFER_BLOCKING 0x0`` -> ``BAR``), '' if unknown."""
-    return opcode(_sass(action, pc)).split(".")[0]
-
-
-def _wait_owner(action: Any, name: str, pc: int) -> int:
-    """The PC a per-PC sample of ``name`` belongs to: for a barrier-like stall sampled on the instruction after the
-    synchronizing one, that instruction; else ``pc``."""
+def _wait_owner(name: str, pc: int, sass_of: Callable[[int], str]) -> int:
+    """The PC a per-PC sample of ``name`` belongs to: for a barrier-like stall sampled on an instruction after the
+    synchronizing one (measure.sourcemap.waited_on), that instruction; else ``pc``."""
     for reason, ops in _WAIT_AFTER.items():
         if name.endswith((f"_stalled_{reason}", f"_stalled_{reason}_not_issued")):
-            prev = pc - SASS_INSTRUCTION_BYTES
-            if _opcode(action, pc) not in ops and _opcode(action, prev) in ops:
-                return prev
+            owner = waited_on(pc, sass_of, ops)
+            return pc if owner is None else owner
     return pc
 
 
 def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
     """Sum every per-PC metric by source line; keep the lines with the most warp samples. Barrier and
-    memory-barrier stall samples that sit on the instruction after the barrier count on the barrier's line;
+    memory-barrier stall samples that sit on an instruction after the barrier (a deferred barrier blocks at the first
+    instruction that needs it) count on the barrier's line;
     instructions inlined from a toolkit header count on their call site's."""
     per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cache: dict[int, tuple[str, int] | None] = {}
@@ -199,6 +196,11 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             texts_by_pc[pc] = _sass(action, pc)
         return texts_by_pc[pc]
 
+    def site(pc: int) -> tuple[str, int] | None:
+        if pc not in sites:  # an inlined toolkit intrinsic counts at its call site (measure.sourcemap)
+            sites[pc] = call_site(pc, loc_of(pc), loc_of, sass_of)
+        return sites[pc]
+
     sites: dict[int, tuple[str, int] | None] = {}
     for name in action.metric_names():
         m = action.metric_by_name(name)
@@ -207,12 +209,9 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
         ids = m.correlation_ids()
         n = min(m.num_instances(), ids.num_instances())
         for i in range(n):
-            pc = ids.as_uint64(i)
-            if "_stalled_" in name:
-                pc = _wait_owner(action, name, pc)
-            if pc not in sites:  # an inlined toolkit intrinsic counts at its call site (measure.sourcemap)
-                sites[pc] = call_site(pc, loc_of(pc), loc_of, sass_of)
-            loc = sites[pc]
+            sampled = ids.as_uint64(i)
+            pc = _wait_owner(name, sampled, sass_of) if "_stalled_" in name else sampled
+            loc = site(pc)
             if loc is None:
                 continue
             try:
@@ -220,6 +219,11 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             except Exception:
                 continue
             per_line[loc][name] += v
+            if pc != sampled and not name.endswith("_not_issued") and (was := site(sampled)) != loc:
+                # the samples move with their stall reason: a line's sample count stays the sum of its reasons
+                per_line[loc][SAMPLES] += v
+                if was is not None:
+                    per_line[was][SAMPLES] -= v
             if name == "inst_executed":
                 if opcode(sass_of(pc)).split(".")[0] in GLOBAL_ATOMIC_OPCODES:
                     per_line[loc][GLOBAL_ATOMIC_INST] += v
@@ -234,7 +238,7 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             texts[f] = files[f].splitlines() if f in files else []
         except Exception:
             texts[f] = []
-    key = "smsp__pcsamp_sample_count"
+    key = SAMPLES
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
     # lines that run global atomics or wait for other blocks stay even where few samples land on them: the
     # contention rule points at the former, the barrier rule weighs the latter

@@ -104,6 +104,30 @@ def call_site(pc: int, loc: Location | None, loc_of: Callable[[int], Location | 
 
 
 # ------------------------------------------------------------------------------------------ spin-waits
+WAIT_REACH = 8  # instructions before a barrier-stalled one searched for the barrier it waits on
+_FLOW_ENDS = frozenset({"BRA", "BRX", "JMP", "JMX", "RET", "EXIT", "CALL"})
+
+
+def waited_on(pc: int, sass_of: Callable[[int], str], ops: frozenset[str] | tuple[str, ...],
+              step: int = SASS_INSTRUCTION_BYTES, reach: int = WAIT_REACH) -> int | None:
+    """The synchronizing instruction (opcode in ``ops``, e.g. ``BAR``) a stall sampled at ``pc`` waits on: ``pc``
+    itself, or the nearest one at most ``reach`` instructions before it in straight-line code. A deferred barrier
+    (``BAR.SYNC.DEFER_BLOCKING``) lets the warp issue the independent instructions after it, so the wait is
+    sampled on the first one that depends on it, up to a few instructions on (and often on another source line).
+    The search stops at an unconditional control transfer, above which ``pc`` is reached from elsewhere. None
+    where no such instruction is found."""
+    for i in range(reach + 1):
+        text = sass_of(pc - i * step)
+        op = opcode(text).split(".")[0]
+        if not op:
+            return None
+        if op in ops:
+            return pc - i * step
+        if i and op in _FLOW_ENDS and not text.strip().startswith("@"):
+            return None
+    return None
+
+
 _PRED = re.compile(r"\bU?P([0-6])\b")
 SPIN_REACH = 32  # instructions after a load searched for the back edge of the loop around it
 

@@ -1,11 +1,12 @@
 """A finding points at the line of the instruction that carries its cost (issue 29): replayed from the CUPTI
 collector's and Nsight Compute's recorded H100 runs of the planted atomic case (tests/fixtures/collector,
 tests/fixtures/planted), where the closing brace after the atomic (line 21) holds the kernel's exit and the
-warps' drain samples; a barrier's stalls on the barrier (its samples sit on the instruction after it) and a
+warps' drain samples; a barrier's stalls on the barrier (its samples sit on an instruction after it) and a
 divergence on the branch that splits the warps (tests/fixtures/planted2). Changed values are stated in each test."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import _planted2
@@ -14,8 +15,15 @@ import pytest
 from kernelscope.heuristics import REGISTRY
 from kernelscope.heuristics.memory import has_code
 from kernelscope.measure.collector import collected_profile, load_collected
-from kernelscope.measure.ncu import SASS_INSTRUCTION_BYTES, _wait_owner, load_profile
-from kernelscope.measure.sourcemap import call_site, read_registers, written_registers
+from kernelscope.measure.ncu import _wait_owner, load_profile
+from kernelscope.measure.sourcemap import (
+    SASS_INSTRUCTION_BYTES,
+    WAIT_REACH,
+    call_site,
+    read_registers,
+    waited_on,
+    written_registers,
+)
 from kernelscope.models import KernelProfile
 from kernelscope.models.profile import GLOBAL_ATOMIC_INST, is_toolkit_header
 
@@ -110,27 +118,52 @@ def test_findings_cite_the_users_file_not_the_workspace_copy() -> None:
 BARRIER = "smsp__pcsamp_warps_issue_stalled_barrier"
 
 
-class _Sass:
-    """An action with a few instructions (pc -> SASS text), as ncu_report's IAction.sass_by_pc answers."""
-
-    def __init__(self, code: dict[int, str]) -> None:
-        self.code = code
-
-    def sass_by_pc(self, pc: int) -> str:
-        return self.code.get(pc, "")
+def _sass(code: dict[int, str]) -> Callable[[int], str]:
+    """pc -> SASS text of a few stated instructions, '' elsewhere (as ncu_report's IAction.sass_by_pc answers)."""
+    return lambda pc: code.get(pc, "")
 
 
 def test_barrier_samples_belong_to_the_barrier_before_them() -> None:
     s = SASS_INSTRUCTION_BYTES
-    act = _Sass({0: "  BAR.SYNC.DEFER_BLOCKING 0x0", s: "  LDS R8, [R5]", 2 * s: "  @!P0 MEMBAR.SC.GPU",
-                 3 * s: "  FADD R1, R2, R3"})
-    assert _wait_owner(act, BARRIER, s) == 0  # sampled after the barrier: the barrier's
-    assert _wait_owner(act, BARRIER, 0) == 0  # on the barrier itself: stays
-    assert _wait_owner(act, BARRIER + "_not_issued", s) == 0
-    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_long_scoreboard", s) == s  # other reasons: as sampled
-    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_membar", 3 * s) == 2 * s  # a predicated MEMBAR
-    assert _wait_owner(act, "smsp__pcsamp_warps_issue_stalled_barrier", 3 * s) == 3 * s  # a MEMBAR is no BAR
-    assert _wait_owner(_Sass({}), BARRIER, s) == s  # no SASS: as sampled
+    code = _sass({0: "  BAR.SYNC.DEFER_BLOCKING 0x0", s: "  LDS R8, [R5]", 2 * s: "  @!P0 MEMBAR.SC.GPU",
+                  3 * s: "  FADD R1, R2, R3"})
+    assert _wait_owner(BARRIER, s, code) == 0  # sampled after the barrier: the barrier's
+    assert _wait_owner(BARRIER, 0, code) == 0  # on the barrier itself: stays
+    assert _wait_owner(BARRIER + "_not_issued", s, code) == 0
+    assert _wait_owner("smsp__pcsamp_warps_issue_stalled_long_scoreboard", s, code) == s  # other reasons: as sampled
+    assert _wait_owner("smsp__pcsamp_warps_issue_stalled_membar", 3 * s, code) == 2 * s  # a predicated MEMBAR
+    # a deferred barrier blocks at the first instruction that needs it, a few instructions on: still the barrier's
+    assert _wait_owner(BARRIER, 3 * s, code) == 0
+    assert _wait_owner(BARRIER, s, _sass({})) == s  # no SASS: as sampled
+
+
+def test_a_barrier_wait_is_not_charged_across_a_jump() -> None:
+    s = SASS_INSTRUCTION_BYTES
+    code = {0: "BAR.SYNC.DEFER_BLOCKING 0x0", s: "BRA 0x1000", 2 * s: "ISETP.NE.AND P0, PT, R1, RZ, PT",
+            3 * s: "@P0 BRA 0x40", 4 * s: "LDS R2, [R3]"}
+    assert waited_on(2 * s, _sass(code), {"BAR"}) is None  # reached from elsewhere: the jump above ends the search
+    assert waited_on(4 * s, _sass(code), {"BAR"}) is None
+    code[s] = "@P1 BRA 0x1000"  # a conditional branch falls through
+    assert waited_on(4 * s, _sass(code), {"BAR"}) == 0
+    far = {0: "BAR.SYNC 0x0", **{i * s: "FADD R1, R1, R2" for i in range(1, WAIT_REACH + 2)}}
+    assert waited_on(WAIT_REACH * s, _sass(far), {"BAR"}) == 0
+    assert waited_on((WAIT_REACH + 1) * s, _sass(far), {"BAR"}) is None  # beyond the reach
+
+
+def test_a_deferred_barrier_wait_counts_on_the_barrier_line() -> None:
+    """Case 109 (recorded): each BAR.SYNC.DEFER_BLOCKING's wait is sampled two or three instructions on, often on
+    the next statement's line; the samples, and the line's sample count with them, go to the __syncthreads."""
+    k = _planted2.kernel("109-batched-cholesky-sync-steps", "cholesky_elementwise")
+    marked = set(_planted2.marked("109-batched-cholesky-sync-steps"))
+    on = {_line_no(s.label): s.counters.get(BARRIER, 0.0) for s in k.source_lines}
+    assert sum(v for ln, v in on.items() if ln in marked) >= 0.9 * sum(on.values())
+    [f] = REGISTRY["stalls.barrier-heavy"].run(k)
+    assert _line_no(f.line) in marked
+    for s in k.source_lines:  # a line's samples are still the sum of its reasons
+        c = s.counters
+        reasons = sum(v for m, v in c.items() if m.startswith("smsp__pcsamp_warps_issue_stalled_")
+                      and not m.endswith("_not_issued"))
+        assert reasons == pytest.approx(c.get("smsp__pcsamp_sample_count", 0.0), rel=1e-6, abs=1e-3)
 
 
 def test_a_barrier_heavy_kernel_names_its_barrier_line() -> None:

@@ -55,7 +55,13 @@ SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_exe
 GLOBAL_INST = ("smsp__sass_inst_executed_op_global_ld.sum",)
 # what the both-sides-busy case needs besides the speed of light: analyze's deep stage collects them for a kernel
 # the light stage found "mixed", and the class is taken again from the merged profile
-REFINE_METRICS = [LSU_PIPE, *SHARED_INST, *GLOBAL_INST]
+# the pipes an SM figure could otherwise be: issue-bound work (every pipe at half rate or faster needs at least half
+# its own figure in issue slots) and the slower pipes that can run near their peak on few issues
+ISSUE_SIDE = (ISSUE_ACTIVE, LSU_PIPE, "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+              "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active",
+              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+DATA_PATH_SHARE = 0.5  # issue and every such pipe at most this share of the SM figure: the SM figure is its data path
+REFINE_METRICS = [*ISSUE_SIDE, *SHARED_INST, *GLOBAL_INST]
 
 
 def peaks_for(device: str | None) -> GpuPeaks | None:
@@ -243,10 +249,18 @@ def tail_idle_pct(waves: float | None, max_waves: float = TAIL_MAX_WAVES) -> flo
 
 def _one_limit(k: KernelProfile, sm: float) -> tuple[str, str, list[Evidence]] | None:
     """Both sides near their peaks, but one limit: the SM's throughput is the LSU pipe issuing the memory side's
-    own instructions. The class follows the traffic those instructions make (shared memory or global); None
-    when the SM side is something else (a math pipe: a true balance) or the counts are missing."""
+    own instructions, or its data path moving their bytes (issue and every pipe at most DATA_PATH_SHARE of the
+    SM figure: wide loads move many bytes for each instruction). The class follows the traffic those
+    instructions make (shared memory or global); None when the SM side is something else (a math pipe: a true
+    balance) or the counts are missing."""
     lsu = k.num(LSU_PIPE)
-    if lsu is None or lsu < sm - LSU_CARRIES_PCT:
+    if lsu is None:
+        return None
+    side = [k.num(m) for m in ISSUE_SIDE]
+    # the SM figure with no instruction stream behind it: the L1 and the return of loaded data to the registers,
+    # which carry the memory side's own traffic (wide loads: many bytes for each instruction issued)
+    data_path = all(v is not None for v in side) and max(v or 0.0 for v in side) <= DATA_PATH_SHARE * sm
+    if lsu < sm - LSU_CARRIES_PCT and not data_path:
         return None
     shared = [k.num(m) for m in SHARED_INST]
     glob = [k.num(m) for m in GLOBAL_INST]
@@ -259,9 +273,17 @@ def _one_limit(k: KernelProfile, sm: float) -> tuple[str, str, list[Evidence]] |
                       source="ncu", kernel=k.name),
              Evidence(metric="shared_memory_instructions", value=n_shared, source="ncu", kernel=k.name),
              Evidence(metric="global_memory_instructions", value=n_global, source="ncu", kernel=k.name)]
+    if data_path and lsu < sm - LSU_CARRIES_PCT:
+        issue = k.num(ISSUE_ACTIVE) or 0.0
+        extra.insert(0, Evidence(metric=ISSUE_ACTIVE, value=round(issue, 1), threshold=round(DATA_PATH_SHARE * sm, 1),
+                                 unit="%", source="ncu", kernel=k.name))
+        carrier = (f"the SM's figure ({sm:.0f}%) is its memory data path, not its instructions (issue {issue:.0f}%, "
+                   f"load/store pipe {lsu:.0f}%, no pipe above half the figure)")
+    else:
+        carrier = f"the SM's busiest pipe is the load/store unit ({lsu:.0f}%)"
     if n_shared >= n_global:
-        return ("compute-bound", f"the SM's busiest pipe is the load/store unit ({lsu:.0f}%) issuing shared-memory "
-                "instructions, and the memory side is that same shared-memory traffic: one limit, the number of "
-                "shared-memory instructions (and the barriers between them) the algorithm issues", extra)
-    return ("memory-bound", f"the SM's busiest pipe is the load/store unit ({lsu:.0f}%) issuing global accesses, and "
-            "the memory side is their traffic: one limit, the bytes and requests those accesses move", extra)
+        return ("compute-bound", f"{carrier} issuing shared-memory instructions, and the memory side is that same "
+                "shared-memory traffic: one limit, the number of shared-memory instructions (and the barriers "
+                "between them) the algorithm issues", extra)
+    return ("memory-bound", f"{carrier} moving global accesses, and the memory side is their traffic: one limit, the "
+            "bytes and requests those accesses move", extra)

@@ -9,6 +9,7 @@ import pytest
 
 from kernelscope.heuristics.classify import (
     GLOBAL_INST,
+    ISSUE_ACTIVE,
     LSU_PIPE,
     REFINE_METRICS,
     SHARED_INST,
@@ -119,6 +120,21 @@ def test_both_units_busy_through_the_lsu_pipe_is_one_limit() -> None:
     math = {LSU_PIPE: MetricValue(value=40.0)}
     assert classify(k.model_copy(update={"metrics": {**k.metrics, **math}})).cls == "mixed"
     bare = {m: v for m, v in k.metrics.items() if m not in REFINE_METRICS}
+    assert classify(k.model_copy(update={"metrics": bare})).cls == "mixed"
+
+
+def test_both_units_busy_through_the_sm_data_path_is_one_limit() -> None:
+    """Case 117 (recorded: memory 91% and compute 81% of peak, but the schedulers issue in 33% of the cycles and the
+    LSU pipe runs at 16%: 16-byte loads move many bytes for each instruction): the SM figure is its data path
+    carrying the global traffic, so memory-bound. Stated: issue at 60% (a pipe could carry the figure) is mixed;
+    without the issue figure, mixed."""
+    k = _planted2.kernel("117-healthy-star-join-bucket-probe", "join_probe_pairs")
+    b = classify(k)
+    assert b.cls == "memory-bound" and "data path" in b.reasoning
+    assert any(e.metric == ISSUE_ACTIVE and e.value is not None and e.value < 40 for e in b.evidence)
+    busy = {ISSUE_ACTIVE: MetricValue(value=60.0)}
+    assert classify(k.model_copy(update={"metrics": {**k.metrics, **busy}})).cls == "mixed"
+    bare = {m: v for m, v in k.metrics.items() if m != ISSUE_ACTIVE}
     assert classify(k.model_copy(update={"metrics": bare})).cls == "mixed"
 
 

@@ -17,9 +17,9 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import call_site, opcode, polls, waited_on
+from kernelscope.measure.sourcemap import call_site, chained_load, opcode, polls, waited_on
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
-from kernelscope.models.profile import GLOBAL_ATOMIC_INST, POLL_INST
+from kernelscope.models.profile import CHAINED_LOAD_INST, GLOBAL_ATOMIC_INST, GLOBAL_LOAD_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
@@ -152,6 +152,7 @@ _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
 GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
+LOAD_OPCODES = frozenset({"LDG", "LD"})  # global and generic loads
 
 
 def _sass(action: Any, pc: int) -> str:
@@ -225,10 +226,15 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
                 if was is not None:
                     per_line[was][SAMPLES] -= v
             if name == "inst_executed":
-                if opcode(sass_of(pc)).split(".")[0] in GLOBAL_ATOMIC_OPCODES:
+                op = opcode(sass_of(pc)).split(".")[0]
+                if op in GLOBAL_ATOMIC_OPCODES:
                     per_line[loc][GLOBAL_ATOMIC_INST] += v
                 elif polls(pc, sass_of):
                     per_line[loc][POLL_INST] += v
+                elif op in LOAD_OPCODES:
+                    per_line[loc][GLOBAL_LOAD_INST] += v
+                    if chained_load(pc, sass_of):
+                        per_line[loc][CHAINED_LOAD_INST] += v
     if not per_line:
         return []
     files = action.source_files()
@@ -240,9 +246,10 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             texts[f] = []
     key = SAMPLES
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
-    # lines that run global atomics or wait for other blocks stay even where few samples land on them: the
-    # contention rule points at the former, the barrier rule weighs the latter
-    kept = sorted((kv for kv in ranked[top:] if kv[1].get(GLOBAL_ATOMIC_INST) or kv[1].get(POLL_INST)),
+    # lines that run global atomics, wait for other blocks or chase loads stay even where few samples land on them:
+    # the contention rule points at the first, the barrier rule weighs the second, the latency rule names the third
+    kept = sorted((kv for kv in ranked[top:] if any(kv[1].get(c) for c in (GLOBAL_ATOMIC_INST, POLL_INST,
+                                                                             CHAINED_LOAD_INST))),
                   key=lambda kv: -kv[1].get(key, 0.0))[:top // 2]
     out = []
     for (f, line), counters in [*ranked[:top], *kept]:

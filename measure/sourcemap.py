@@ -203,3 +203,122 @@ def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_B
     after = sass_of(pc + step) or ""
     return ".STRONG.SYS" in op or (opcode(after).split(".")[0] == "CCTL" and "IVALL" in after) \
         or spins_on_load(pc, sass_of, step)
+
+
+# ------------------------------------------------------------------------------------------ dependent loads
+LOOP_REACH = 128  # instructions after a load searched for the back edge of the loop around it
+CHAIN_WINDOW = 64  # straight-line instructions before a load (no loop around it) searched for its chain
+CHAIN_DEPTH = 2  # loads before this one on its address's path, within one pass, that make it a chain
+_LOADS = frozenset({"LDG", "LD"})  # global and generic loads (not shared, local or constant)
+# a predicate right after the destination is a second result (ISETP's, a carry-out: ``IADD3 R8, P3, R2, ...``); a
+# predicate among the sources, or a negated one, is read (a carry-in, a select's condition)
+_PRED_OUT = re.compile(r"U?P(?:[0-6]|T)")
+_ADDRESS = re.compile(r"\[([^\]]*)\]")
+
+
+def _address_tokens(sass: str) -> set[str]:
+    """The registers of a memory instruction's address operand (``[R4.64+0x8]``, ``desc[UR6][R2.64]``)."""
+    out: set[str] = set()
+    for group in _ADDRESS.findall(sass):
+        out |= _tokens(group)
+    return out
+
+
+def _effects(text: str) -> tuple[set[str], set[str], str | None]:
+    """(tokens read, tokens written, guard predicate) of one instruction, predicates included."""
+    args = _operands(text)
+    guard = _guard(text)
+    if not args:
+        return set(), set(), guard
+    base = opcode(text).split(".")[0]
+    if base.startswith("ST") or base in ("RED", "REDG", "BRA", "BSSY", "BSYNC", "BAR", "WARPSYNC"):
+        return set().union(*(_tokens(a) for a in args)), set(), guard  # no register written
+    writes = {f"R{r}" for r in written_registers(text)} | {t for t in _tokens(args[0]) if t.startswith(("P", "UP"))}
+    first_source = 1
+    while first_source < len(args) and _PRED_OUT.fullmatch(args[first_source]):  # ISETP's second result, a carry
+        writes |= {t for t in _tokens(args[first_source])}
+        first_source += 1
+    reads = set().union(*(_tokens(a) for a in args[first_source:])) if len(args) > first_source else set()
+    if base in _LOADS | {"ATOM", "ATOMG", "LDS", "LDL"}:
+        reads = _address_tokens(text) | (reads - writes)
+    return reads, writes, guard
+
+
+def _loop_around(pc: int, sass_of: Callable[[int], str], step: int, reach: int) -> tuple[int, int] | None:
+    """(head, back edge) of the innermost loop holding ``pc``: the first backward branch after it (within ``reach``
+    instructions) whose target is at or before it; None where straight-line code ends first."""
+    for i in range(1, reach + 1):
+        q = pc + i * step
+        text = sass_of(q) or ""
+        if not text:
+            return None
+        target = _branch_target(text)
+        if target is not None and target <= pc:
+            return target, q
+        if opcode(text).split(".")[0] in ("EXIT", "RET") and _guard(text) is None:
+            return None
+    return None
+
+
+def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
+                 reach: int = LOOP_REACH) -> bool:
+    """Whether the global load at ``pc`` waits for an earlier load's value to know its address: a chain of
+    dependent loads, which no number of loads in flight shortens (a pointer or index chase, a tree descent, a
+    binary search, a hash chain). Two ways count:
+
+    - loop-carried: in the loop around it, its address derives from a value a load produced in the previous
+      iteration (``node = next[node]``; a search's bounds set from the compared value), through registers,
+      predicates and the branches those predicates decide;
+    - in one pass (the loop's body, or the straight-line code before it): CHAIN_DEPTH loads or more on its
+      address's path (``a[b[c[i]]]``). A gather through one index (``x[col[j]]``) is not a chain: its loads are
+      independent across iterations and threads.
+    """
+    text = sass_of(pc) or ""
+    if opcode(text).split(".")[0] not in _LOADS:
+        return False
+    loop = _loop_around(pc, sass_of, step, reach)
+    if loop is not None:
+        body = list(range(loop[0], loop[1] + step, step))
+    else:
+        body = [q for q in range(pc - CHAIN_WINDOW * step, pc + step, step) if q >= 0]
+        while body and not sass_of(body[0]):
+            body = body[1:]
+    texts = [sass_of(q) or "" for q in body]
+
+    def walk(state: dict[str, int], carried: set[str] | None) -> bool:
+        """One pass over the body: ``state`` maps a token to the loads on its path in this pass; ``carried`` (the
+        second pass) holds the tokens that derive from the previous iteration's loads. True where the load at
+        ``pc`` is reached with a chained address."""
+        for q, t in zip(body, texts, strict=True):
+            reads, writes, guard = _effects(t)
+            if guard is not None:
+                reads = reads | {guard}
+            base = opcode(t).split(".")[0]
+            depth = max((state.get(r, 0) for r in reads), default=0)
+            from_last = carried is not None and bool(reads & carried)
+            if q == pc:
+                addr = _address_tokens(t)
+                if max((state.get(r, 0) for r in addr), default=0) >= CHAIN_DEPTH:
+                    return True
+                if carried is not None and addr & carried:
+                    return True
+            if base in _LOADS:
+                depth += 1
+            # a guarded write counts as a write: the guard is read (a select on a loaded value carries the load),
+            # and the compiler guards a register's producers and consumers alike, so the old value is not what
+            # a guarded consumer reads
+            for w in writes:
+                state[w] = depth
+                if carried is not None:
+                    if from_last:
+                        carried.add(w)
+                    else:
+                        carried.discard(w)
+        return False
+
+    first: dict[str, int] = {}
+    if walk(first, None):
+        return True
+    if loop is None:
+        return False
+    return walk({}, {r for r, d in first.items() if d > 0})

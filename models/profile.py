@@ -35,6 +35,11 @@ GLOBAL_ATOMIC_INST = "derived__inst_executed_global_atomic"
 # STRONG.SYS, an acquire load, a STRONG load followed by CCTL.IVALL, a STRONG load in a loop its value decides);
 # a plain ld.cg (__ldcg, STRONG.GPU alone) streams data and does not count
 POLL_INST = "derived__inst_executed_poll"
+# another: warp-level global loads whose address waits for an earlier load's value (a pointer or index chase, a
+# tree descent, a search: measure.sourcemap.chained_load), where the reader knows the SASS
+CHAINED_LOAD_INST = "derived__inst_executed_chained_load"
+# and the global and generic loads on the line, chained or not (its presence says the reader followed the SASS)
+GLOBAL_LOAD_INST = "derived__inst_executed_global_load"
 
 
 def is_toolkit_header(path: str) -> bool:

@@ -28,8 +28,8 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 64 / 69, "top": 45 / 48, "line": 31 / 38},
-    "validation": {"class": 45 / 45, "top": 29 / 32, "line": 22 / 25},
+    "dev": {"class": 65 / 69, "top": 46 / 48, "line": 32 / 38},
+    "validation": {"class": 45 / 45, "top": 30 / 32, "line": 23 / 25},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {
@@ -38,6 +38,10 @@ KNOWN_OTHER_MISSES = {
     "48-compaction-global-counter": "validation: the warp-aggregated twin still queues ~500K atomics on its counters",
     "112-feature-map-treap-walk": "the 32-ary B-tree twin still walks 7 dependent levels a lookup (against ~55): "
                                   "its dependent-load finding is true",
+    "82-octree-leaf-lookup": "the twin walks four octree chains a thread at once, still 81% of its stalls on them with "
+                             "memory at 40%: the chain its SASS shows is still the cost, its finding is true",
+    "113-mvcc-undo-chain-walk": "validation: the twin still walks undo chains (shown in its SASS) under the roof; "
+                                "its dependent-load finding is true",
 }
 # Known healthy kernels with a warning, with why they stand (validation misses are not tuned away); a new one fails.
 # A healthy kernel whose label a measurement refuted (its challenger ran CONFIRM_SPEEDUP x faster) is not listed:

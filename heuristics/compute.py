@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kernelscope.heuristics.classify import ISSUE_ACTIVE, peaks_for
+from kernelscope.heuristics.classify import ISSUE_ACTIVE, SOL_HIGH_PCT, peaks_for
 from kernelscope.heuristics.memory import cost_line, hottest_line
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
@@ -161,14 +161,17 @@ def _fp64(k: KernelProfile, run: Run) -> Iterable[Finding]:
 
 @rule("compute.special-functions", family="compute", scope="ncu",
       description="Transcendentals (MUFU: exp, sin, rsqrt...) keep the XU pipe busy; a warning where it is the busiest "
-                  "math pipe (the limiter), a note where the FMA pipe is busier.",
+                  "math pipe of an SM near its roof (the limiter), a note where the FMA pipe is busier or the SM is "
+                  "far from its roof (the warps wait).",
       thresholds={"min_xu_pipe_pct": 40.0}, metrics=(XU_PIPE, FMA_PIPE), supersedes=("sass.mufu-heavy",))
 def _xu(k: KernelProfile, run: Run) -> Iterable[Finding]:
     v = k.num(XU_PIPE)
     if v is None or v < run.th["min_xu_pipe_pct"]:
         return
-    fma = k.num(FMA_PIPE)
-    limits = fma is None or v >= fma  # the XU pipe, a quarter of the FMA pipe's rate, is the busiest: it limits
+    fma, sm = k.num(FMA_PIPE), k.sm_throughput_pct
+    # the XU pipe, a quarter of the FMA pipe's rate, the busiest math pipe of an SM near its roof: it limits; an SM
+    # far from its roof (warps waiting) is limited by the waiting, whatever pipe is busiest
+    limits = (fma is None or v >= fma) and (sm is None or sm >= SOL_HIGH_PCT)
     yield run.finding(
         kernel=k.name, severity="warning" if limits else "info", impact=min(1.0, v / 100) if limits else 0.05,
         title="Special-function (XU) pipe busy",
@@ -178,7 +181,10 @@ def _xu(k: KernelProfile, run: Run) -> Iterable[Finding]:
                        ("smsp__pcsamp_warps_issue_stalled_short_scoreboard",)),
         diagnosis=(f"{k.name}: the XU pipe (MUFU transcendentals, conversions) runs at {v:.0f}% of peak"
                    + (": it has 1/4 of the FMA pipe's throughput, so it limits the kernel." if limits else
-                      f", below the FMA pipe's {fma:.0f}%: busy, but not what limits the kernel.")),
+                      f", below the FMA pipe's {fma:.0f}%: busy, but not what limits the kernel."
+                      if fma is not None and v < fma else
+                      f", but the SM runs at {sm or 0.0:.0f}% of its peak: the warps wait, so the pipe is busy without "
+                      "limiting the kernel.")),
         evidence=[Evidence(metric=XU_PIPE, value=round(v, 1), threshold=run.th["min_xu_pipe_pct"], unit="%",
                            source="ncu", kernel=k.name),
                   Evidence(metric=FMA_PIPE, value=round(fma, 1) if fma is not None else None, unit="%", source="ncu",

@@ -59,7 +59,9 @@ def _dependent(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    "independent loads are in flight, "
                    + (f"because each address depends on the previous load: {100 * chain[0]:.0f}% of the global "
                       "loads take their address from an earlier load's value" if shown and chain is not None else
-                      "typically because each address depends on the previous load")
+                      f"although the SASS shows few chains ({100 * chain[0]:.0f}% of the global loads wait on an "
+                      "earlier load's value): each warp issues few loads before it needs their values"
+                      if chain is not None else "typically because each address depends on the previous load")
                    + (f"; worst line {line}" if line else "") + "."),
         evidence=[Evidence(metric="smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
                            value=cycles, unit="cycles/issue", source="ncu", kernel=k.name, line=line),

@@ -336,11 +336,16 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     share_pct = 100.0 * ops / inst
     if share_pct < run.th["min_atomic_share_pct"]:
         return
+    # the busiest slice's atomic load against the average slice's, over every kind of atomic: a kind with a hot slice
+    # but a small share of the requests (one reduction a block into one total) hardly loads that slice
+    per_slice = sum(k.num(f"{m}.avg") or 0.0 for m in LTS_ATOM)
     best = None
     for m in LTS_ATOM:
         avg, mx = k.num(f"{m}.avg"), k.num(f"{m}.max")
-        if avg and mx is not None and (best is None or mx / avg > best[1]):
-            best = (m, mx / avg, mx, k.num(f"{m}.sum"))
+        if avg and mx is not None:
+            ratio = (mx - avg + per_slice) / per_slice
+            if best is None or ratio > best[1]:
+                best = (m, ratio, mx, k.num(f"{m}.sum"))
     if best is None or best[1] < run.th["queued_slice_imbalance"]:
         return
     queued = None  # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks

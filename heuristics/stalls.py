@@ -8,7 +8,7 @@ from kernelscope.heuristics.compute import ISSUE
 from kernelscope.heuristics.memory import DRAM_PCT, GLOBAL_TRAFFIC, cost_line, dram_pct, hottest_line, stall_share
 from kernelscope.heuristics.registry import Run, add_explains, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, KernelSassStats
-from kernelscope.models.profile import POLL_INST
+from kernelscope.models.profile import BARRIER_AFTER_POLL, POLL_INST
 
 # reason -> (meaning, [(fix, expected effect), ...])
 _MEANING: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -176,23 +176,26 @@ def waits_on_other_blocks(k: KernelProfile) -> tuple[float, str | None] | None:
 
     A block that polls other blocks' results (a decoupled look-back, a ticket: the lines that run
     models.profile.POLL_INST instructions) does so with a few warps while the rest of the block waits at the next
-    barrier, so each warp sample on a polling line stands for (warps per block - 1) samples at a barrier. The
-    share is that estimate over the barrier samples measured; None where no line polls or nothing was sampled."""
+    barrier. Two measures, the larger counts: the barrier samples at barriers that end a polling phase
+    (models.profile.BARRIER_AFTER_POLL) over all barrier samples; and, where that is not known, each warp sample on a
+    polling line standing for (warps per block - 1) samples at a barrier. None where no line polls or nothing was
+    sampled."""
     polling = [s for s in k.source_lines if s.counters.get(POLL_INST)]
     barrier = sum(s.counters.get(BARRIER_SAMPLES, 0.0) for s in k.source_lines)
     if not polling or barrier <= 0 or not k.block_size:
         return None
     warps = -(-k.block_size // 32)
     polled = sum(s.counters.get(SAMPLES, 0.0) for s in polling)
+    after = sum(s.counters.get(BARRIER_AFTER_POLL, 0.0) for s in k.source_lines)
     top = max(polling, key=lambda s: s.counters.get(SAMPLES, 0.0))
-    return min(1.0, (warps - 1) * polled / barrier), top.label
+    return min(1.0, max(after / barrier, (warps - 1) * polled / barrier)), top.label
 
 
 @rule("stalls.cross-block-wait", family="stalls", scope="ncu",
       description="Most of the warps' wait at __syncthreads is their block waiting for other blocks (a decoupled "
-                  "look-back or a ticket, whose polling lines show it): a note while the memory system stays busy, a "
-                  "warning where it idles (blocks close to serialized). Replaces the barrier finding it explains.",
-      thresholds={"min_share_pct": 25.0, "dram_roof_pct": 80.0, "min_explained": 0.5, "busy_memory_pct": 40.0},
+                  "look-back or a ticket, whose polling lines show it): a note while memory or compute stays busy, a "
+                  "warning where both idle (blocks close to serialized). Replaces the barrier finding it explains.",
+      thresholds={"min_share_pct": 25.0, "dram_roof_pct": 80.0, "min_explained": 0.5, "busy_pct": 40.0},
       metrics=(DRAM_PCT,), supersedes=("stalls.barrier-heavy",))
 def _cross_block(k: KernelProfile, run: Run) -> Iterable[Finding]:
     pct, _ = stall_share(k, "barrier")
@@ -203,7 +206,8 @@ def _cross_block(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if cross is None or cross[0] < run.th["min_explained"]:
         return
     share, poll_line = cross
-    busy = (k.memory_throughput_pct or 0.0) >= run.th["busy_memory_pct"]
+    # other blocks' work overlaps the wait where either side of the GPU stays busy
+    busy = max(k.memory_throughput_pct or 0.0, k.sm_throughput_pct or 0.0) >= run.th["busy_pct"]
     yield run.finding(
         kernel=k.name, line=poll_line, impact=0.05 if busy else round(pct / 100, 3),
         severity="info" if busy else "warning", title="Barrier waits are waits on other blocks",
@@ -212,16 +216,21 @@ def _cross_block(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    f"poll them (volatile or acquire loads, back-off sleeps) at {poll_line} while the rest of the "
                    "block waits at the barrier after it. That is the cost of a single-pass algorithm (decoupled "
                    "look-back, tickets), not of the barriers themselves"
-                   + (f"; the memory system still runs at {k.memory_throughput_pct:.0f}% of its peak, so other "
-                      "blocks' traffic overlaps the wait." if busy else
-                      f"; the memory system runs at only {k.memory_throughput_pct or 0.0:.0f}% of its peak, so "
-                      "blocks spend much of their time waiting in line: they are close to serialized.")),
+                   + (f"; memory still runs at {k.memory_throughput_pct or 0.0:.0f}% and compute at "
+                      f"{k.sm_throughput_pct or 0.0:.0f}% of their peaks, so other blocks' work overlaps the wait."
+                      if busy else
+                      f"; memory runs at only {k.memory_throughput_pct or 0.0:.0f}% and compute at "
+                      f"{k.sm_throughput_pct or 0.0:.0f}% of their peaks, so blocks spend much of their time waiting "
+                      "in line: they are close to serialized.")),
         evidence=[Evidence(metric="barrier_stall_share_pct", value=round(pct, 1), threshold=run.th["min_share_pct"],
                            unit="%", source="ncu", kernel=k.name),
                   Evidence(metric="barrier_wait_explained_by_polling", value=round(share, 2),
                            threshold=run.th["min_explained"], source="ncu", kernel=k.name, line=poll_line),
                   Evidence(metric="gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                           value=k.memory_throughput_pct, threshold=run.th["busy_memory_pct"], unit="%",
+                           value=k.memory_throughput_pct, threshold=run.th["busy_pct"], unit="%",
+                           source="ncu", kernel=k.name),
+                  Evidence(metric="sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                           value=k.sm_throughput_pct, threshold=run.th["busy_pct"], unit="%",
                            source="ncu", kernel=k.name)],
         fixes=[Fix(action="Publish each tile's own aggregate before its look-back, and let the look-back read a warp's "
                           "worth of predecessors at once (one ballot over 32 descriptors).",

@@ -17,9 +17,15 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import call_site, chained_load, opcode, polls, waited_on
+from kernelscope.measure.sourcemap import barriers_after_polls, call_site, chained_load, opcode, polls, waited_on
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
-from kernelscope.models.profile import CHAINED_LOAD_INST, GLOBAL_ATOMIC_INST, GLOBAL_LOAD_INST, POLL_INST
+from kernelscope.models.profile import (
+    BARRIER_AFTER_POLL,
+    CHAINED_LOAD_INST,
+    GLOBAL_ATOMIC_INST,
+    GLOBAL_LOAD_INST,
+    POLL_INST,
+)
 from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
@@ -148,6 +154,7 @@ def _rules(action: Any) -> list[NcuRuleResult]:
 # stalls a warp waits out with its PC already on the next instruction: the wait belongs to the synchronizing
 # instruction before it (a BAR for barrier stalls, a MEMBAR for memory-barrier ones), not to whatever follows
 SAMPLES = "smsp__pcsamp_sample_count"
+BARRIER_SAMPLES = "smsp__pcsamp_warps_issue_stalled_barrier"
 _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
@@ -203,6 +210,9 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
         return sites[pc]
 
     sites: dict[int, tuple[str, int] | None] = {}
+    polled: set[int] = set()  # PCs of instructions that wait for other blocks
+    barriers: set[int] = set()  # PCs of block-wide barriers that wait (not BAR.ARV)
+    barrier_wait: dict[int, float] = defaultdict(float)  # barrier stall samples by the barrier they wait on
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None or not m.has_correlation_ids() or "." in name.split("__")[0] or name in _CATEGORICAL:
@@ -220,21 +230,30 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             except Exception:
                 continue
             per_line[loc][name] += v
+            if name == BARRIER_SAMPLES:
+                barrier_wait[pc] += v
             if pc != sampled and not name.endswith("_not_issued") and (was := site(sampled)) != loc:
                 # the samples move with their stall reason: a line's sample count stays the sum of its reasons
                 per_line[loc][SAMPLES] += v
                 if was is not None:
                     per_line[was][SAMPLES] -= v
             if name == "inst_executed":
-                op = opcode(sass_of(pc)).split(".")[0]
+                full = opcode(sass_of(pc))
+                op = full.split(".")[0]
+                if op == "BAR" and ".ARV" not in full:
+                    barriers.add(pc)
                 if op in GLOBAL_ATOMIC_OPCODES:
                     per_line[loc][GLOBAL_ATOMIC_INST] += v
                 elif polls(pc, sass_of):
                     per_line[loc][POLL_INST] += v
+                    polled.add(pc)
                 elif op in LOAD_OPCODES:
                     per_line[loc][GLOBAL_LOAD_INST] += v
                     if chained_load(pc, sass_of):
                         per_line[loc][CHAINED_LOAD_INST] += v
+    for pc in barriers_after_polls(barriers, polled):
+        if barrier_wait.get(pc) and (loc := site(pc)) is not None:
+            per_line[loc][BARRIER_AFTER_POLL] += barrier_wait[pc]
     if not per_line:
         return []
     files = action.source_files()

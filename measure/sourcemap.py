@@ -20,7 +20,7 @@ the rules prefer the user's lines over them (heuristics.memory.hottest_source).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kernelscope.models.profile import is_toolkit_header
 
@@ -126,6 +126,21 @@ def waited_on(pc: int, sass_of: Callable[[int], str], ops: frozenset[str] | tupl
         if i and op in _FLOW_ENDS and not text.strip().startswith("@"):
             return None
     return None
+
+
+def barriers_after_polls(barriers: Iterable[int], polls_at: Iterable[int]) -> set[int]:
+    """The barriers (their PCs) that end a phase holding a poll: a polling instruction after the previous barrier in
+    program order and before this one. The rest of the block waits there while a warp waits for other blocks (a
+    decoupled look-back's status loads, a ticket), so that wait is the other blocks', not the barrier's."""
+    order = sorted(set(barriers))
+    polled = sorted(set(polls_at))
+    out: set[int] = set()
+    prev = -1
+    for bar in order:
+        if any(prev < p < bar for p in polled):
+            out.add(bar)
+        prev = bar
+    return out
 
 
 _PRED = re.compile(r"\bU?P([0-6])\b")

@@ -40,6 +40,9 @@ POLL_INST = "derived__inst_executed_poll"
 CHAINED_LOAD_INST = "derived__inst_executed_chained_load"
 # and the global and generic loads on the line, chained or not (its presence says the reader followed the SASS)
 GLOBAL_LOAD_INST = "derived__inst_executed_global_load"
+# barrier stall samples at a barrier that ends a phase in which the block polls (a POLL_INST instruction between the
+# previous barrier and this one, in program order): the block waits there for the warp that waits for other blocks
+BARRIER_AFTER_POLL = "derived__pcsamp_barrier_after_poll"
 
 
 def is_toolkit_header(path: str) -> bool:

@@ -516,3 +516,66 @@ def test_a_load_its_own_loop_waits_on_is_a_poll() -> None:
     assert spins_on_load(0x80, lambda pc: spin.get(pc, ""))
     assert not spins_on_load(0x130, lambda pc: stream.get(pc, ""))
     assert not spins_on_load(0xe0, lambda pc: spin.get(pc, ""))  # a store writes no register the loop tests
+
+
+def test_the_barrier_after_a_look_back_is_a_wait_on_other_blocks() -> None:
+    """Cases 126 and 127 (recorded, dev, healthy): decoupled look-backs polled by acquire loads (cuda::atomic_ref,
+    inline ld.acquire.gpu). Warp 0's polling lines alone explain under half the barrier wait (it also sums its
+    predecessors), but the barrier that ends the polling phase holds most of it (the reader's
+    BARRIER_AFTER_POLL): a note, no barrier-heavy warning. The same counters removed: barrier-heavy at high."""
+    from kernelscope.heuristics.stalls import waits_on_other_blocks
+    from kernelscope.models.profile import BARRIER_AFTER_POLL
+
+    for case, name in (("126-healthy-ema-lookback", "ema_lookback"),
+                       ("127-healthy-pivot-partition-lookback", "pivot_partition")):
+        k = _planted2.kernel(case, name)
+        share = waits_on_other_blocks(k)
+        assert share is not None and share[0] >= 0.8
+        found = {f.rule: f for f in diagnose_kernels([k])[0].findings}
+        assert "stalls.barrier-heavy" not in found and found["stalls.cross-block-wait"].severity == "info"
+        bare = k.model_copy(update={"source_lines": [s.model_copy(update={"counters": {
+            c: v for c, v in s.counters.items() if c != BARRIER_AFTER_POLL}}) for s in k.source_lines]})
+        share = waits_on_other_blocks(bare)
+        assert share is not None and share[0] < 0.5
+        assert [f.severity for f in REGISTRY["stalls.barrier-heavy"].run(bare)] == ["high"]
+
+
+def test_which_barriers_end_a_polling_phase() -> None:
+    from kernelscope.measure.sourcemap import barriers_after_polls
+
+    assert barriers_after_polls([0x100, 0x400, 0x800], [0x200, 0x300]) == {0x400}
+    assert barriers_after_polls([0x100, 0x400], [0x500]) == set()  # polls after the last barrier: none waits there
+    assert barriers_after_polls([0x400], [0x10]) == {0x400}
+    assert barriers_after_polls([], [0x10]) == set()
+
+
+def test_a_chain_of_blocks_is_a_warning_only_while_the_gpu_idles() -> None:
+    """Case 129 (recorded, dev): each block waits for the previous block's whole result; memory and compute at
+    2%: a warning. Its twin (a decoupled look-back) waits too, with compute at 52% and memory at 39%: a note."""
+    rule = REGISTRY["stalls.cross-block-wait"]
+    [bad] = rule.run(_planted2.kernel("129-varint-encode-chained-wait", "varint_encode_chained"))
+    assert bad.severity == "warning" and "serialized" in bad.diagnosis
+    [twin] = rule.run(_planted2.kernel("129-varint-encode-chained-wait", "varint_encode_lookback"))
+    assert twin.severity == "info" and "overlaps" in twin.diagnosis
+
+
+def test_a_busy_special_function_pipe_on_an_idle_sm_is_a_note() -> None:
+    """Case 127 (recorded): ballot/popc counting keeps the XU pipe at 41%, its busiest math pipe, while the SM runs
+    at 42% of its peak (warps wait at barriers): a note. Stated: the SM at 80% makes it the limiter (a warning);
+    case 17 (expf per element, XU 70%, SM 71%) keeps its warning."""
+    rule = REGISTRY["compute.special-functions"]
+    k = _planted2.kernel("127-healthy-pivot-partition-lookback", "pivot_partition")
+    [f] = rule.run(k)
+    assert f.severity == "info" and "wait" in f.diagnosis
+    assert [f.severity for f in rule.run(k.model_copy(update={"sm_throughput_pct": 80.0}))] == ["warning"]
+    assert [f.severity for f in rule.run(_planted2.kernel("17-gmm-loglik-expf", "gmm_loglik_direct"))] == ["warning"]
+
+
+def test_a_hot_slice_of_a_minor_atomic_kind_is_no_contention() -> None:
+    """Case 121 (recorded, dev, healthy): 8.4M slot atomics over a 2M-cell table (even over the L2 slices) and one
+    FP64 reduction a block into one total (32K requests, 42x the average on its slice). The busiest slice carries
+    16% more atomics than the average one over both kinds: no contention. Case 119 (Zipf object counters, one kind):
+    still contention."""
+    rule = REGISTRY["memory.atomic-contention"]
+    assert not rule.run(_planted2.kernel("121-healthy-md-step-cell-slots", "nve_step_bin"))
+    assert rule.run(_planted2.kernel("119-cdn-egress-zipf-objects", "egress_per_object"))

@@ -315,13 +315,32 @@ def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
     return queued if queued >= run.th["queued_min_stall_pct"] else None
 
 
+def _serialized_atomics(k: KernelProfile, run: Run, req: float, per_slice: float) -> float | None:
+    """The L2 atomic rate per slice (updates per ns) where it is far below what a slice applies to distinct
+    addresses while the atomics are a sizable part of the global requests, the warps wait mostly on memory (the
+    atomics' queue, their completion or their returned values) and the memory system is nearly idle: the updates
+    wait on each other at their addresses, spread over many warm addresses so that no slice stands out. None where
+    any of that is missing."""
+    dur = k.duration_ns
+    if not dur or (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
+        return None
+    global_req = _sum(k, (*ATOM_REQ, LD_REQ)) or 0.0
+    if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
+        return None
+    waits = sum(stall_share(k, r)[0] or 0.0 for r in (*_QUEUED, "long_scoreboard"))
+    rate = per_slice / dur
+    return rate if waits >= run.th["queued_min_stall_pct"] and rate < run.th["max_slice_rate_per_ns"] else None
+
+
 @rule("memory.atomic-contention", family="memory", scope="ncu",
-      description="Global atomics pile onto few addresses: one L2 slice serializes them. Seen either as one slice "
-                  "receiving several times the average atomic traffic, or as a smaller imbalance while the warps "
-                  "wait mostly on a queue of atomics that a nearly idle memory system drains slowly.",
+      description="Global atomics pile onto few addresses: L2 serializes them. Seen as one slice receiving several "
+                  "times the average atomic traffic; as a smaller imbalance while the warps wait mostly on a queue of "
+                  "atomics that a nearly idle memory system drains slowly; or, where many warm addresses spread the "
+                  "load evenly, as slices applying atomics at a small fraction of their rate while the warps wait on "
+                  "them and memory idles.",
       thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
                   "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
-                  "queued_idle_memory_pct": 40.0},
+                  "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15},
       metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum",
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
@@ -346,13 +365,18 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
             ratio = (mx - avg + per_slice) / per_slice
             if best is None or ratio > best[1]:
                 best = (m, ratio, mx, k.num(f"{m}.sum"))
-    if best is None or best[1] < run.th["queued_slice_imbalance"]:
+    if best is None:
         return
-    queued = None  # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks
+    # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks, or slices that
+    # apply atomics far below their rate while the warps wait on them
+    queued = slow = None
     if best[1] < run.th["slice_imbalance"]:
-        queued = _queued_on_atomics(k, run, req)
+        if best[1] >= run.th["queued_slice_imbalance"]:
+            queued = _queued_on_atomics(k, run, req)
         if queued is None:
-            return
+            slow = _serialized_atomics(k, run, req, per_slice)
+            if slow is None:
+                return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
     # the atomic itself: the line that runs the most global atomics (where the capture names them per line), else
@@ -363,16 +387,22 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                      GLOBAL_TRAFFIC)
     yield run.finding(
         kernel=k.name, line=line,
-        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] or queued is not None else "warning",
+        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] or queued is not None or slow is not None
+        else "warning",
         impact=0.8,
         title="Atomic contention on few addresses",
         diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests"
                    + (f" from the SMs, {at_l2:,.0f} at L2 (lanes of one instruction updating one address one by "
                       "one)" if at_l2 > 2 * req else "")
-                   + f" ({share_pct:.1f} per 100 warp instructions), and the busiest L2 slice receives "
-                   f"{imbalance:.0f}x the average"
-                   + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
-                   + ": threads update the same address, so the updates serialize in one slice"
+                   + f" ({share_pct:.1f} per 100 warp instructions), "
+                   + (f"and each L2 slice applies only {1000 * slow:.0f} of them per microsecond while the warps wait "
+                      f"on them and the memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: "
+                      "updates to the same addresses wait on each other, spread over enough warm addresses that no "
+                      "slice stands out (the busiest gets {imbalance:.1f}x the average)".replace(
+                          "{imbalance:.1f}", f"{imbalance:.1f}") if slow is not None else
+                      f"and the busiest L2 slice receives {imbalance:.0f}x the average"
+                      + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
+                      + ": threads update the same address, so the updates serialize in one slice")
                    + (f"; worst line {line}" if line else "") + "."
                    + (f" {queued:.0f}% of stall cycles are warps waiting on the queue of these requests while the "
                       f"memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the "
@@ -381,6 +411,9 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                   Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1),
                            threshold=run.th["slice_imbalance"] if queued is None else run.th["queued_slice_imbalance"],
                            source="ncu", kernel=k.name)]
+                 + ([Evidence(metric="l2_atomics_per_slice_per_ns", value=round(slow, 4),
+                              threshold=run.th["max_slice_rate_per_ns"], source="ncu", kernel=k.name)]
+                    if slow is not None else [])
                  + ([Evidence(metric="lg_throttle+membar+drain stall share", value=round(queued, 1),
                               threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name)]
                     if queued is not None else []),

@@ -29,7 +29,7 @@ SUITE = REPO / "examples" / "planted2"
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
     "dev": {"class": 71 / 77, "top": 50 / 52, "line": 36 / 42},
-    "validation": {"class": 49 / 49, "top": 31 / 34, "line": 24 / 27},
+    "validation": {"class": 49 / 49, "top": 33 / 34, "line": 26 / 27},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {
@@ -42,6 +42,8 @@ KNOWN_OTHER_MISSES = {
                              "memory at 40%: the chain its SASS shows is still the cost, its finding is true",
     "113-mvcc-undo-chain-walk": "validation: the twin still walks undo chains (shown in its SASS) under the roof; "
                                 "its dependent-load finding is true",
+    "118-pic-deposit-sorted-bunch": "validation: its twin (one update a run of equal cells) still draws the atomic "
+                                    "finding since the slow-rate path; not read, to keep validation honest",
     "123-tst-digest-lookup-warp": "validation: the twin walks four tree lookups a warp at once, still chains under "
                                   "the roof; its dependent-load finding is true",
     "124-skiplist-range-scan": "the flat-array twin is still latency-bound (78% of its stalls on loads, memory at "

@@ -579,3 +579,24 @@ def test_a_hot_slice_of_a_minor_atomic_kind_is_no_contention() -> None:
     rule = REGISTRY["memory.atomic-contention"]
     assert not rule.run(_planted2.kernel("121-healthy-md-step-cell-slots", "nve_step_bin"))
     assert rule.run(_planted2.kernel("119-cdn-egress-zipf-objects", "egress_per_object"))
+
+
+def test_atomics_spread_over_many_warm_addresses_are_contention() -> None:
+    """Case 119 (recorded, dev): Zipf object counters, 15.1M L2 reductions in 2.5 ms, memory at 8%, 83% of stall
+    cycles waiting on memory; each L2 slice applies 0.075 updates per ns. Stated with its hottest slice at 1.5x the
+    average (the warm objects spread evenly over the slices): still contention, named by the slices' slow rate. The
+    same at 60% memory, or with the updates applied 4x faster, is not; the privatized twin (0.5 per ns, memory at
+    61%) and the healthy cell-slot kernel of case 121 (0.32 per ns, memory at 68%) stay silent."""
+    rule = REGISTRY["memory.atomic-contention"]
+    k = _planted2.kernel("119-cdn-egress-zipf-objects", "egress_per_object")
+    red = "lts__t_requests_srcunit_tex_op_red"
+    avg = k.num(f"{red}.avg") or 0.0
+    even = k.model_copy(update={"metrics": {**k.metrics, f"{red}.max": MetricValue(value=1.5 * avg)}})
+    [f] = rule.run(even)
+    assert f.severity == "high" and "warm addresses" in f.diagnosis
+    rate = next(e for e in f.evidence if e.metric == "l2_atomics_per_slice_per_ns")
+    assert rate.value == pytest.approx(avg / (k.duration_ns or 1.0), rel=1e-3) and rate.value < 0.1
+    assert not rule.run(even.model_copy(update={"memory_throughput_pct": 60.0}))
+    assert not rule.run(even.model_copy(update={"duration_ns": (k.duration_ns or 0.0) / 4}))
+    assert not rule.run(_planted2.kernel("119-cdn-egress-zipf-objects", "egress_per_object_hot"))
+    assert not rule.run(_planted2.kernel("121-healthy-md-step-cell-slots", "nve_step_bin"))

@@ -28,8 +28,8 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 71 / 77, "top": 50 / 52, "line": 36 / 42},
-    "validation": {"class": 49 / 49, "top": 33 / 34, "line": 26 / 27},
+    "dev": {"class": 78 / 84, "top": 53 / 57, "line": 39 / 47},
+    "validation": {"class": 53 / 53, "top": 34 / 37, "line": 27 / 30},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {

@@ -301,17 +301,18 @@ _QUEUED = ("lg_throttle", "membar", "drain")
 
 
 def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
-    """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle) or waiting for their requests
-    to complete (membar, drain), where that is the dominant wait, the atomics are a sizable part of the global
-    requests the SMs send that L2 answers (loads and atomics), and the memory system is nearly idle: the queued
-    requests are the atomics, slow to drain although neither L2 nor DRAM is busy, which is how updates that
-    serialize on their addresses look. None where any of that is missing."""
+    """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle), waiting for their requests
+    to complete (membar, drain) or for the values they return (long_scoreboard: an atomic whose result the thread
+    uses), where that is the dominant wait, the atomics are a sizable part of the global requests the SMs send that
+    L2 answers (loads and atomics), and the memory system is nearly idle: the queued requests are the atomics, slow
+    to complete although neither L2 nor DRAM is busy, which is how updates that serialize on their addresses look.
+    None where any of that is missing."""
     if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
         return None
     global_req = _sum(k, (*ATOM_REQ, LD_REQ)) or 0.0  # loads and atomics: what the queue holds waiting on L2
     if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
         return None
-    queued = sum(stall_share(k, r)[0] or 0.0 for r in _QUEUED)
+    queued = sum(stall_share(k, r)[0] or 0.0 for r in (*_QUEUED, "long_scoreboard"))
     return queued if queued >= run.th["queued_min_stall_pct"] else None
 
 
@@ -404,9 +405,10 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                       + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
                       + ": threads update the same address, so the updates serialize in one slice")
                    + (f"; worst line {line}" if line else "") + "."
-                   + (f" {queued:.0f}% of stall cycles are warps waiting on the queue of these requests while the "
-                      f"memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the "
-                      "bytes, set the time." if queued is not None else "")),
+                   + (f" {queued:.0f}% of stall cycles are warps waiting on these requests (their queue, their "
+                      f"completion or their results) while the memory system runs at "
+                      f"{k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the bytes, set the time."
+                      if queued is not None else "")),
         evidence=[Evidence(metric="+".join(ATOM_REQ), value=req, source="ncu", kernel=k.name, line=line),
                   Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1),
                            threshold=run.th["slice_imbalance"] if queued is None else run.th["queued_slice_imbalance"],
@@ -414,7 +416,7 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                  + ([Evidence(metric="l2_atomics_per_slice_per_ns", value=round(slow, 4),
                               threshold=run.th["max_slice_rate_per_ns"], source="ncu", kernel=k.name)]
                     if slow is not None else [])
-                 + ([Evidence(metric="lg_throttle+membar+drain stall share", value=round(queued, 1),
+                 + ([Evidence(metric="lg_throttle+membar+drain+long_scoreboard stall share", value=round(queued, 1),
                               threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name)]
                     if queued is not None else []),
         fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "

@@ -28,7 +28,7 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 78 / 84, "top": 53 / 57, "line": 39 / 47},
+    "dev": {"class": 78 / 84, "top": 55 / 57, "line": 41 / 47},
     "validation": {"class": 53 / 53, "top": 34 / 37, "line": 27 / 30},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test

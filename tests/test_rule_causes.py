@@ -600,3 +600,19 @@ def test_atomics_spread_over_many_warm_addresses_are_contention() -> None:
     assert not rule.run(even.model_copy(update={"duration_ns": (k.duration_ns or 0.0) / 4}))
     assert not rule.run(_planted2.kernel("119-cdn-egress-zipf-objects", "egress_per_object_hot"))
     assert not rule.run(_planted2.kernel("121-healthy-md-step-cell-slots", "nve_step_bin"))
+
+
+def test_atomics_whose_results_the_threads_wait_on_are_queued_too() -> None:
+    """Cases 132 and 134 (recorded, dev): a knowledge-graph index whose threads claim slots with atomicAdd and use
+    the returned cursor (91% of stall cycles on the long scoreboard, hottest slice 2.8x the average, memory 33%),
+    and a count-min sketch of a Zipf stream (lg_throttle, drain and long scoreboard 59%, 3.0x, memory 24%). The wait
+    on an atomic's result counts with the queue's: contention, which supersedes the dependent-load finding the
+    scoreboard stalls drew. Stated: memory at 60%, silent."""
+    rule = REGISTRY["memory.atomic-contention"]
+    for case, name in (("132-kg-tail-index-cursor-hubs", "tail_index_scatter"),
+                       ("134-countmin-zipf-flows", "cms_update_global")):
+        k = _planted2.kernel(case, name)
+        [f] = rule.run(k)
+        assert f.severity == "high" and "their results" in f.diagnosis
+        assert diagnose_kernels([k])[0].findings[0].rule == "memory.atomic-contention"
+        assert not rule.run(k.model_copy(update={"memory_throughput_pct": 60.0}))

@@ -50,9 +50,9 @@ def _least_efficient_line(k: KernelProfile) -> str | None:
 
 @rule("control.warp-divergence", family="control", scope="ncu",
       description="Branches split warps, or the compiler predicates short divergent paths, so only part of each "
-                  "warp does useful work; a note where DRAM already runs near its peak, or where only predication "
-                  "idles the lanes and the SM has issue throughput to spare (the idle lanes cost nothing the "
-                  "kernel waits for).",
+                  "warp does useful work; a note where DRAM already runs near its peak, or where the SM has "
+                  "throughput to spare (its busiest unit under 60% of its peak: the warps wait on something else, "
+                  "and the idle lanes cost nothing the kernel waits for).",
       thresholds={"max_threads_per_inst": 24.0, "high_threads_per_inst": 18.0, "min_divergent_targets": 1,
                   "dram_roof_pct": 80.0, "busy_sm_pct": 60.0},
       metrics=(THREADS, DIVERGENT, "smsp__sass_average_branch_targets_threads_uniform.pct", PRED_ON, INST, DRAM_PCT))
@@ -69,9 +69,10 @@ def _divergence(k: KernelProfile, run: Run) -> Iterable[Finding]:
     line = _least_efficient_line(k)
     mem, sm = dram_pct(k), k.sm_throughput_pct
     at_roof = mem is not None and mem >= th["dram_roof_pct"]
-    # predicated instructions cost issue slots (every warp issues them), not a serialized path: they matter where
-    # the SM's throughput is what the kernel spends (classify's "near its peak")
-    spare = not branches and sm is not None and sm < th["busy_sm_pct"]
+    # idle lanes cost the SM's throughput (predicated instructions take issue slots, divergent paths run one after
+    # the other): they matter where that throughput is what the kernel spends (classify's "near its peak"), not
+    # where the warps wait on memory, barriers or other blocks with the SM mostly idle
+    spare = sm is not None and sm < th["busy_sm_pct"]
     quiet = at_roof or spare
     how = (f"{div:,.0f} branch targets diverged: both sides of data-dependent branches run one after the other "
            "with part of the warp masked off" if branches else
@@ -86,8 +87,9 @@ def _divergence(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    + (f"; worst line {line}" if line else "") + "."
                    + (f" DRAM runs at {mem:.0f}% of its peak: the idle lanes are not what sets the time today."
                       if at_roof else "")
-                   + (f" The SM runs at {sm:.0f}% of its peak throughput, so the predicated instructions take issue "
-                      "slots nothing else needs: not what sets the time today." if spare and not at_roof else "")),
+                   + (f" The SM runs at {sm:.0f}% of its peak throughput, so the idle lanes take issue slots "
+                      "nothing else needs while the warps wait on something else: not what sets the time today."
+                      if spare and not at_roof else "")),
         evidence=[Evidence(metric=THREADS, value=round(thr, 2) if thr is not None else None,
                            threshold=th["max_threads_per_inst"], source="ncu", kernel=k.name, line=line),
                   Evidence(metric="threads_not_predicated_off_per_inst", value=round(work, 2) if work is not None

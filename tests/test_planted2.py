@@ -57,9 +57,6 @@ KNOWN_OTHER_MISSES = {
 KNOWN_LOUD_HEALTHY: dict[str, str] = {
     "99-healthy-lookback-scan": "validation (wave 11, first capture): a decoupled look-back scan draws barrier-heavy "
                                 "(high); its challenger (8K tiles) ran 1.11x faster, which leaves the label standing",
-    "106-healthy-rle-run-ends": "dev (wave 13): run-length encoding with look-back draws a divergence warning (22.9 "
-                                "of 32 threads an instruction: data-dependent run heads); DRAM at 48%, its "
-                                "challenger ran 0.82x: the label stands, the warning is a false positive",
 }
 
 

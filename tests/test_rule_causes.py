@@ -616,3 +616,15 @@ def test_atomics_whose_results_the_threads_wait_on_are_queued_too() -> None:
         assert f.severity == "high" and "their results" in f.diagnosis
         assert diagnose_kernels([k])[0].findings[0].rule == "memory.atomic-contention"
         assert not rule.run(k.model_copy(update={"memory_throughput_pct": 60.0}))
+
+
+def test_divergence_on_an_sm_that_waits_is_a_note() -> None:
+    """Case 106 (recorded, dev, healthy): run-length encoding with a look-back; data-dependent run heads leave 22.9
+    of 32 threads an instruction, but the SM runs at 37% of its peak while its warps wait on other blocks: a note.
+    Stated: the SM at 80% makes it a warning. Case 14 (a data-dependent branch, the SM at 94%) stays high."""
+    rule = REGISTRY["control.warp-divergence"]
+    k = _planted2.kernel("106-healthy-rle-run-ends", "rle_run_ends")
+    [f] = rule.run(k)
+    assert f.severity == "info" and "something else" in f.diagnosis
+    assert [f.severity for f in rule.run(k.model_copy(update={"sm_throughput_pct": 80.0}))] == ["warning"]
+    assert [f.severity for f in rule.run(_planted2.kernel("14-data-dependent-branch", "activate_branchy"))] == ["high"]

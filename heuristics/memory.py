@@ -38,6 +38,7 @@ def hottest_source(k: KernelProfile, *counters: str) -> SourceLineCounters | Non
 # carries the cost; a scoreboard stall on the instruction that consumes a load's result (often the next line);
 # a drain stall on the kernel's exit (its closing brace). Memory traffic counts on the memory instruction itself.
 GLOBAL_TRAFFIC = ("memory_l2_theoretical_sectors_global", "memory_l1_tag_requests_global")
+L2_SECTORS = "memory_l2_theoretical_sectors_global"  # per line: the distinct sectors its global accesses touch
 
 
 def cost_line(k: KernelProfile, *tiers: tuple[str, ...]) -> str | None:
@@ -333,16 +334,27 @@ def _serialized_atomics(k: KernelProfile, run: Run, req: float, per_slice: float
     return rate if waits >= run.th["queued_min_stall_pct"] and rate < run.th["max_slice_rate_per_ns"] else None
 
 
+def _updates_per_sector(k: KernelProfile, at_l2: float) -> float | None:
+    """L2 atomic requests per distinct sector the atomic lines' instructions touch (the reader's per-line
+    memory_l2_theoretical_sectors_global on the lines that run global atomics, loads beside them included, so a
+    low estimate): each lane's update reaches L2 as its own request, so many per sector means lanes of one warp
+    updating the same addresses, applied one after another. None without per-line atomic counts."""
+    sectors = sum(s.counters.get(L2_SECTORS, 0.0) for s in k.source_lines if s.counters.get(GLOBAL_ATOMIC_INST))
+    return at_l2 / sectors if sectors and at_l2 else None
+
+
 @rule("memory.atomic-contention", family="memory", scope="ncu",
       description="Global atomics pile onto few addresses: L2 serializes them. Seen as one slice receiving several "
                   "times the average atomic traffic; as a smaller imbalance while the warps wait mostly on a queue of "
                   "atomics that a nearly idle memory system drains slowly; or, where many warm addresses spread the "
                   "load evenly, as slices applying atomics at a small fraction of their rate while the warps wait on "
-                  "them and memory idles.",
+                  "them and memory idles; or as many L2 updates per sector the atomic instructions touch (lanes of "
+                  "a warp updating the same addresses one after another) where the atomics bound the kernel.",
       thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
                   "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
-                  "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15},
-      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum",
+                  "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15, "min_updates_per_sector": 4.0,
+                  "min_l2_atomic_share": 0.5},
+      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
@@ -370,13 +382,18 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
         return
     # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks, or slices that
     # apply atomics far below their rate while the warps wait on them
-    queued = slow = None
+    queued = slow = lanes = None
     if best[1] < run.th["slice_imbalance"]:
         if best[1] >= run.th["queued_slice_imbalance"]:
             queued = _queued_on_atomics(k, run, req)
         if queued is None:
             slow = _serialized_atomics(k, run, req, per_slice)
-            if slow is None:
+        if queued is None and slow is None:
+            lanes = _updates_per_sector(k, at_l2)
+            reads = k.num("lts__t_sectors_srcunit_tex_op_read.sum") or 0.0
+            bound = (k.memory_throughput_pct or 0.0) < run.th["queued_idle_memory_pct"] or \
+                at_l2 >= run.th["min_l2_atomic_share"] * (at_l2 + reads)  # idle memory, or L2's work is the atomics
+            if lanes is None or lanes < run.th["min_updates_per_sector"] or not bound:
                 return
     m, imbalance, mx, total = best
     hot_pct = 100.0 * mx / total if total else None
@@ -389,14 +406,19 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     yield run.finding(
         kernel=k.name, line=line,
         severity="high" if imbalance >= 2 * run.th["slice_imbalance"] or queued is not None or slow is not None
-        else "warning",
+        or lanes is not None else "warning",
         impact=0.8,
         title="Atomic contention on few addresses",
         diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests"
                    + (f" from the SMs, {at_l2:,.0f} at L2 (lanes of one instruction updating one address one by "
                       "one)" if at_l2 > 2 * req else "")
                    + f" ({share_pct:.1f} per 100 warp instructions), "
-                   + (f"and each L2 slice applies only {1000 * slow:.0f} of them per microsecond while the warps wait "
+                   + (f"and L2 receives {lanes:.0f} updates for each sector the atomic instructions touch: lanes of "
+                      "one warp update the same addresses, and L2 applies them one after another"
+                      + (f" (its slices at {k.memory_throughput_pct or 0.0:.0f}% of peak, mostly on these updates)"
+                         if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"] else "")
+                      if lanes is not None else
+                      f"and each L2 slice applies only {1000 * slow:.0f} of them per microsecond while the warps wait "
                       f"on them and the memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: "
                       "updates to the same addresses wait on each other, spread over enough warm addresses that no "
                       "slice stands out (the busiest gets {imbalance:.1f}x the average)".replace(
@@ -416,6 +438,9 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                  + ([Evidence(metric="l2_atomics_per_slice_per_ns", value=round(slow, 4),
                               threshold=run.th["max_slice_rate_per_ns"], source="ncu", kernel=k.name)]
                     if slow is not None else [])
+                 + ([Evidence(metric="l2_atomic_updates_per_sector", value=round(lanes, 2),
+                              threshold=run.th["min_updates_per_sector"], source="ncu", kernel=k.name, line=line)]
+                    if lanes is not None else [])
                  + ([Evidence(metric="lg_throttle+membar+drain+long_scoreboard stall share", value=round(queued, 1),
                               threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name)]
                     if queued is not None else []),

@@ -628,3 +628,21 @@ def test_divergence_on_an_sm_that_waits_is_a_note() -> None:
     assert f.severity == "info" and "something else" in f.diagnosis
     assert [f.severity for f in rule.run(k.model_copy(update={"sm_throughput_pct": 80.0}))] == ["warning"]
     assert [f.severity for f in rule.run(_planted2.kernel("14-data-dependent-branch", "activate_branchy"))] == ["high"]
+
+
+def test_lanes_updating_one_address_are_contention() -> None:
+    """Case 146 (recorded, dev): GPS fixes in trip order add to their 500 m cell, about 16 lanes of a warp on one
+    address. Its 1.6M reduction instructions touch 0.8M sectors a line, but L2 receives 45M updates, 19 for each
+    sector, and runs at 83% of its peak on them while DRAM idles at 10%: contention, though no slice stands out.
+    Its run-length twin (one update a run) and the healthy warp-aggregated case 148 get one update a sector:
+    silent. Stated: the L2 busy with reads instead (atomics a minority of its work, memory busy), silent."""
+    rule = REGISTRY["memory.atomic-contention"]
+    k = _planted2.kernel("146-trip-speed-grid-runs", "speed_grid_atomic")
+    [f] = rule.run(k)
+    per = next(e for e in f.evidence if e.metric == "l2_atomic_updates_per_sector")
+    assert f.severity == "high" and per.value is not None and 15 < per.value < 25 and "one after another" in f.diagnosis
+    assert diagnose_kernels([k])[0].findings[0].rule == "memory.atomic-contention"
+    reads = {"lts__t_sectors_srcunit_tex_op_read.sum": MetricValue(value=1e9)}
+    assert not rule.run(k.model_copy(update={"metrics": {**k.metrics, **reads}}))
+    assert not rule.run(_planted2.kernel("146-trip-speed-grid-runs", "speed_grid_runs"))
+    assert not rule.run(_planted2.kernel("148-healthy-instance-depth-stats", "instance_stats_warp"))

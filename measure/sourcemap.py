@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 from kernelscope.models.profile import is_toolkit_header
 
@@ -239,15 +240,16 @@ def _address_tokens(sass: str) -> set[str]:
     return out
 
 
-def _effects(text: str) -> tuple[set[str], set[str], str | None]:
+@lru_cache(maxsize=65536)
+def _effects(text: str) -> tuple[frozenset[str], frozenset[str], str | None]:
     """(tokens read, tokens written, guard predicate) of one instruction, predicates included."""
     args = _operands(text)
     guard = _guard(text)
     if not args:
-        return set(), set(), guard
+        return frozenset(), frozenset(), guard
     base = opcode(text).split(".")[0]
     if base.startswith("ST") or base in ("RED", "REDG", "BRA", "BSSY", "BSYNC", "BAR", "WARPSYNC"):
-        return set().union(*(_tokens(a) for a in args)), set(), guard  # no register written
+        return frozenset().union(*(_tokens(a) for a in args)), frozenset(), guard  # no register written
     writes = {f"R{r}" for r in written_registers(text)} | {t for t in _tokens(args[0]) if t.startswith(("P", "UP"))}
     first_source = 1
     while first_source < len(args) and _PRED_OUT.fullmatch(args[first_source]):  # ISETP's second result, a carry
@@ -256,7 +258,7 @@ def _effects(text: str) -> tuple[set[str], set[str], str | None]:
     reads = set().union(*(_tokens(a) for a in args[first_source:])) if len(args) > first_source else set()
     if base in _LOADS | {"ATOM", "ATOMG", "LDS", "LDL"}:
         reads = _address_tokens(text) | (reads - writes)
-    return reads, writes, guard
+    return frozenset(reads), frozenset(writes), guard
 
 
 def _loop_around(pc: int, sass_of: Callable[[int], str], step: int, reach: int) -> tuple[int, int] | None:

@@ -8,6 +8,7 @@ scope and ranks the findings. ``docs/rules.md`` is generated from the registry b
 """
 
 from kernelscope.heuristics import (  # the rule modules register their rules on import
+    atomics,
     compute,
     control,
     instructions,
@@ -33,7 +34,8 @@ from kernelscope.heuristics.registry import (
     run_rules,
 )
 
-RULE_MODULES = (compute, control, instructions, latency, launch, memory, occupancy, resources, stalls, system)
+RULE_MODULES = (atomics, compute, control, instructions, latency, launch, memory, occupancy, resources, stalls,
+                system)
 stalls.link_stall_causes()  # once every rule is registered: the stall reasons each rule's finding explains
 
 

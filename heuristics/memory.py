@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
-from kernelscope.models.profile import GLOBAL_ATOMIC_INST, is_toolkit_header
+from kernelscope.models.profile import is_toolkit_header
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
@@ -182,7 +182,7 @@ WAVEFRONTS = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
 SHARED_INST = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum")
 
 
-def _sum(k: KernelProfile, names: Iterable[str]) -> float | None:
+def metric_sum(k: KernelProfile, names: Iterable[str]) -> float | None:
     vals = [k.num(n) for n in names]
     return sum(v for v in vals if v is not None) if any(v is not None for v in vals) else None
 
@@ -192,7 +192,7 @@ def _sum(k: KernelProfile, names: Iterable[str]) -> float | None:
       thresholds={"warning_conflict_pct": 25.0, "high_conflict_pct": 50.0, "min_wavefronts": 1000},
       metrics=(*BANK, *WAVEFRONTS, *SHARED_INST))
 def _bank_conflicts(k: KernelProfile, run: Run) -> Iterable[Finding]:
-    conflicts, wavefronts, inst = _sum(k, BANK), _sum(k, WAVEFRONTS), _sum(k, SHARED_INST)
+    conflicts, wavefronts, inst = metric_sum(k, BANK), metric_sum(k, WAVEFRONTS), metric_sum(k, SHARED_INST)
     if conflicts is None or not wavefronts or wavefronts < run.th["min_wavefronts"]:
         return
     pct = 100.0 * conflicts / wavefronts
@@ -242,7 +242,7 @@ LOCAL_BY_LINE = (("memory_l2_theoretical_sectors_local", "sectors", "the line th
       metrics=(*LOCAL, *GLOBAL), supersedes=("ptxas.register-spills", "ptxas.local-memory-stack", "sass.local-memory"),
       context=('ptxas',), explains=("memory.dram-saturated",))
 def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
-    local, glob = _sum(k, LOCAL), _sum(k, GLOBAL)
+    local, glob = metric_sum(k, LOCAL), metric_sum(k, GLOBAL)
     if not local:
         return
     pct = 100.0 * local / (local + (glob or 0.0))
@@ -290,170 +290,8 @@ def _local(k: KernelProfile, run: Run) -> Iterable[Finding]:
     )
 
 
-# ---------------------------------------------------------------------------------------- atomics
+# ---------------------------------------------------------------------------------------- atomics (atomics.py)
 LD_REQ, LD_SEC = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
-ATOM_REQ = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum")
-LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_op_atom_dot_alu",
-            "lts__t_requests_srcunit_tex_op_atom_dot_cas")
-
-
-# the stall reasons of warps whose global requests cannot leave the SM (the LSU queue is full) or wait for them
-_QUEUED = ("lg_throttle", "membar", "drain")
-
-
-def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
-    """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle), waiting for their requests
-    to complete (membar, drain) or for the values they return (long_scoreboard: an atomic whose result the thread
-    uses), where that is the dominant wait, the atomics are a sizable part of the global requests the SMs send that
-    L2 answers (loads and atomics), and the memory system is nearly idle: the queued requests are the atomics, slow
-    to complete although neither L2 nor DRAM is busy, which is how updates that serialize on their addresses look.
-    None where any of that is missing."""
-    if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
-        return None
-    global_req = _sum(k, (*ATOM_REQ, LD_REQ)) or 0.0  # loads and atomics: what the queue holds waiting on L2
-    if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
-        return None
-    queued = sum(stall_share(k, r)[0] or 0.0 for r in (*_QUEUED, "long_scoreboard"))
-    return queued if queued >= run.th["queued_min_stall_pct"] else None
-
-
-def _serialized_atomics(k: KernelProfile, run: Run, req: float, per_slice: float) -> float | None:
-    """The L2 atomic rate per slice (updates per ns) where it is far below what a slice applies to distinct
-    addresses while the atomics are a sizable part of the global requests, the warps wait mostly on memory (the
-    atomics' queue, their completion or their returned values) and the memory system is nearly idle: the updates
-    wait on each other at their addresses, spread over many warm addresses so that no slice stands out. None where
-    any of that is missing."""
-    dur = k.duration_ns
-    if not dur or (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
-        return None
-    global_req = _sum(k, (*ATOM_REQ, LD_REQ)) or 0.0
-    if not global_req or 100.0 * req / global_req < run.th["queued_min_atomic_request_pct"]:
-        return None
-    waits = sum(stall_share(k, r)[0] or 0.0 for r in (*_QUEUED, "long_scoreboard"))
-    rate = per_slice / dur
-    return rate if waits >= run.th["queued_min_stall_pct"] and rate < run.th["max_slice_rate_per_ns"] else None
-
-
-def _updates_per_sector(k: KernelProfile, at_l2: float) -> float | None:
-    """L2 atomic requests per distinct sector the atomic lines' instructions touch (the reader's per-line
-    memory_l2_theoretical_sectors_global on the lines that run global atomics, loads beside them included, so a
-    low estimate): each lane's update reaches L2 as its own request, so many per sector means lanes of one warp
-    updating the same addresses, applied one after another. None without per-line atomic counts."""
-    sectors = sum(s.counters.get(L2_SECTORS, 0.0) for s in k.source_lines if s.counters.get(GLOBAL_ATOMIC_INST))
-    return at_l2 / sectors if sectors and at_l2 else None
-
-
-@rule("memory.atomic-contention", family="memory", scope="ncu",
-      description="Global atomics pile onto few addresses: L2 serializes them. Seen as one slice receiving several "
-                  "times the average atomic traffic; as a smaller imbalance while the warps wait mostly on a queue of "
-                  "atomics that a nearly idle memory system drains slowly; or, where many warm addresses spread the "
-                  "load evenly, as slices applying atomics at a small fraction of their rate while the warps wait on "
-                  "them and memory idles; or as many L2 updates per sector the atomic instructions touch (lanes of "
-                  "a warp updating the same addresses one after another) where the atomics bound the kernel.",
-      thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
-                  "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
-                  "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15, "min_updates_per_sector": 4.0,
-                  "min_l2_atomic_share": 0.5},
-      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum", "lts__t_sectors_srcunit_tex_op_read.sum",
-               *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
-      supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
-def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
-    req, inst = _sum(k, ATOM_REQ), k.num("smsp__inst_executed.sum")
-    if not req or not inst:
-        return
-    # counted where they serialize: one warp instruction whose lanes hit one address with CAS (or any atomic L1
-    # cannot combine) makes one L2 request per lane, so the L2 count can be many times the instructions'
-    at_l2 = sum(max(0.0, k.num(f"{m}.sum") or 0.0) for m in LTS_ATOM)
-    ops = max(req, at_l2)
-    share_pct = 100.0 * ops / inst
-    if share_pct < run.th["min_atomic_share_pct"]:
-        return
-    # the busiest slice's atomic load against the average slice's, over every kind of atomic: a kind with a hot slice
-    # but a small share of the requests (one reduction a block into one total) hardly loads that slice
-    per_slice = sum(k.num(f"{m}.avg") or 0.0 for m in LTS_ATOM)
-    best = None
-    for m in LTS_ATOM:
-        avg, mx = k.num(f"{m}.avg"), k.num(f"{m}.max")
-        if avg and mx is not None:
-            ratio = (mx - avg + per_slice) / per_slice
-            if best is None or ratio > best[1]:
-                best = (m, ratio, mx, k.num(f"{m}.sum"))
-    if best is None:
-        return
-    # below the plain imbalance threshold only a queue of atomics on an idle memory system speaks, or slices that
-    # apply atomics far below their rate while the warps wait on them
-    queued = slow = lanes = None
-    if best[1] < run.th["slice_imbalance"]:
-        if best[1] >= run.th["queued_slice_imbalance"]:
-            queued = _queued_on_atomics(k, run, req)
-        if queued is None:
-            slow = _serialized_atomics(k, run, req, per_slice)
-        if queued is None and slow is None:
-            lanes = _updates_per_sector(k, at_l2)
-            reads = k.num("lts__t_sectors_srcunit_tex_op_read.sum") or 0.0
-            bound = (k.memory_throughput_pct or 0.0) < run.th["queued_idle_memory_pct"] or \
-                at_l2 >= run.th["min_l2_atomic_share"] * (at_l2 + reads)  # idle memory, or L2's work is the atomics
-            if lanes is None or lanes < run.th["min_updates_per_sector"] or not bound:
-                return
-    m, imbalance, mx, total = best
-    hot_pct = 100.0 * mx / total if total else None
-    # the atomic itself: the line that runs the most global atomics (where the capture names them per line), else
-    # where its queue throttles, else where it moves global memory; never the exit's drain or the consumer of its
-    # result, which sit on later lines
-    line = cost_line(k, (GLOBAL_ATOMIC_INST,),
-                     ("smsp__pcsamp_warps_issue_stalled_lg_throttle", "smsp__pcsamp_warps_issue_stalled_membar"),
-                     GLOBAL_TRAFFIC)
-    yield run.finding(
-        kernel=k.name, line=line,
-        severity="high" if imbalance >= 2 * run.th["slice_imbalance"] or queued is not None or slow is not None
-        or lanes is not None else "warning",
-        impact=0.8,
-        title="Atomic contention on few addresses",
-        diagnosis=(f"{k.name}: {req:,.0f} global atomic/reduction requests"
-                   + (f" from the SMs, {at_l2:,.0f} at L2 (lanes of one instruction updating one address one by "
-                      "one)" if at_l2 > 2 * req else "")
-                   + f" ({share_pct:.1f} per 100 warp instructions), "
-                   + (f"and L2 receives {lanes:.0f} updates for each sector the atomic instructions touch: lanes of "
-                      "one warp update the same addresses, and L2 applies them one after another"
-                      + (f" (its slices at {k.memory_throughput_pct or 0.0:.0f}% of peak, mostly on these updates)"
-                         if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"] else "")
-                      if lanes is not None else
-                      f"and each L2 slice applies only {1000 * slow:.0f} of them per microsecond while the warps wait "
-                      f"on them and the memory system runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: "
-                      "updates to the same addresses wait on each other, spread over enough warm addresses that no "
-                      "slice stands out (the busiest gets {imbalance:.1f}x the average)".replace(
-                          "{imbalance:.1f}", f"{imbalance:.1f}") if slow is not None else
-                      f"and the busiest L2 slice receives {imbalance:.0f}x the average"
-                      + (f" ({hot_pct:.0f}% of them)" if hot_pct is not None else "")
-                      + ": threads update the same address, so the updates serialize in one slice")
-                   + (f"; worst line {line}" if line else "") + "."
-                   + (f" {queued:.0f}% of stall cycles are warps waiting on these requests (their queue, their "
-                      f"completion or their results) while the memory system runs at "
-                      f"{k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the bytes, set the time."
-                      if queued is not None else "")),
-        evidence=[Evidence(metric="+".join(ATOM_REQ), value=req, source="ncu", kernel=k.name, line=line),
-                  Evidence(metric=f"{m}.max / {m}.avg", value=round(imbalance, 1),
-                           threshold=run.th["slice_imbalance"] if queued is None else run.th["queued_slice_imbalance"],
-                           source="ncu", kernel=k.name)]
-                 + ([Evidence(metric="l2_atomics_per_slice_per_ns", value=round(slow, 4),
-                              threshold=run.th["max_slice_rate_per_ns"], source="ncu", kernel=k.name)]
-                    if slow is not None else [])
-                 + ([Evidence(metric="l2_atomic_updates_per_sector", value=round(lanes, 2),
-                              threshold=run.th["min_updates_per_sector"], source="ncu", kernel=k.name, line=line)]
-                    if lanes is not None else [])
-                 + ([Evidence(metric="lg_throttle+membar+drain+long_scoreboard stall share", value=round(queued, 1),
-                              threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name)]
-                    if queued is not None else []),
-        fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "
-                          "a block-level partial in shared memory, then one atomicAdd per block.",
-                   expected_effect="32x to 1000x fewer atomics on the hot address"),
-               Fix(action="Privatize: per-block (shared-memory) or per-warp copies of the target, merged at the end.",
-                   expected_effect="contention moves on chip and spreads over banks"),
-               Fix(action="Spread updates over several addresses (striped counters) and sum them afterwards.",
-                   expected_effect="the load spreads over L2 slices")],
-    )
-
-
 # ---------------------------------------------------------------------------------------- vector width
 
 

@@ -180,80 +180,102 @@ def _wait_owner(name: str, pc: int, sass_of: Callable[[int], str]) -> int:
     return pc
 
 
-def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
-    """Sum every per-PC metric by source line; keep the lines with the most warp samples. Barrier and
-    memory-barrier stall samples that sit on an instruction after the barrier (a deferred barrier blocks at the first
-    instruction that needs it) count on the barrier's line;
-    instructions inlined from a toolkit header count on their call site's."""
-    per_line: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    cache: dict[int, tuple[str, int] | None] = {}
+Location = tuple[str, int]
 
-    def loc_of(pc: int) -> tuple[str, int] | None:
-        if pc not in cache:
+
+class _LineSums:
+    """Per-PC metric values summed by source line, with the derived per-line counters the reader adds from each
+    instruction's SASS (models.profile: global atomics, polls, global and chained loads, barrier waits after a
+    poll). Barrier and memory-barrier stall samples that sit on an instruction after the barrier (a deferred
+    barrier blocks at the first instruction that needs it) count on the barrier's line, their samples with them;
+    instructions inlined from a toolkit header count on their call site's (measure.sourcemap)."""
+
+    def __init__(self, action: Any) -> None:
+        self.action = action
+        self.per_line: dict[Location, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self._locs: dict[int, Location | None] = {}
+        self._texts: dict[int, str] = {}
+        self._sites: dict[int, Location | None] = {}
+        self._polled: set[int] = set()  # PCs of instructions that wait for other blocks
+        self._barriers: set[int] = set()  # PCs of block-wide barriers that wait (not BAR.ARV)
+        self._barrier_wait: dict[int, float] = defaultdict(float)  # barrier stall samples by the barrier waited on
+
+    def loc_of(self, pc: int) -> Location | None:
+        if pc not in self._locs:
             try:
-                si = action.source_info(pc)
+                si = self.action.source_info(pc)
             except Exception:
                 si = None
-            cache[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
-        return cache[pc]
+            self._locs[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
+        return self._locs[pc]
 
-    texts_by_pc: dict[int, str] = {}
+    def sass_of(self, pc: int) -> str:
+        if pc not in self._texts:
+            self._texts[pc] = _sass(self.action, pc)
+        return self._texts[pc]
 
-    def sass_of(pc: int) -> str:
-        if pc not in texts_by_pc:
-            texts_by_pc[pc] = _sass(action, pc)
-        return texts_by_pc[pc]
+    def site(self, pc: int) -> Location | None:
+        if pc not in self._sites:
+            self._sites[pc] = call_site(pc, self.loc_of(pc), self.loc_of, self.sass_of)
+        return self._sites[pc]
 
-    def site(pc: int) -> tuple[str, int] | None:
-        if pc not in sites:  # an inlined toolkit intrinsic counts at its call site (measure.sourcemap)
-            sites[pc] = call_site(pc, loc_of(pc), loc_of, sass_of)
-        return sites[pc]
+    def add(self, name: str, sampled: int, v: float) -> None:
+        """One per-PC value of metric ``name`` at PC ``sampled``."""
+        pc = _wait_owner(name, sampled, self.sass_of) if "_stalled_" in name else sampled
+        loc = self.site(pc)
+        if loc is None:
+            return
+        self.per_line[loc][name] += v
+        if name == BARRIER_SAMPLES:
+            self._barrier_wait[pc] += v
+        if pc != sampled and not name.endswith("_not_issued") and (was := self.site(sampled)) != loc:
+            # the samples move with their stall reason: a line's sample count stays the sum of its reasons
+            self.per_line[loc][SAMPLES] += v
+            if was is not None:
+                self.per_line[was][SAMPLES] -= v
+        if name == "inst_executed":
+            self._count_instruction(pc, loc, v)
 
-    sites: dict[int, tuple[str, int] | None] = {}
-    polled: set[int] = set()  # PCs of instructions that wait for other blocks
-    barriers: set[int] = set()  # PCs of block-wide barriers that wait (not BAR.ARV)
-    barrier_wait: dict[int, float] = defaultdict(float)  # barrier stall samples by the barrier they wait on
+    def _count_instruction(self, pc: int, loc: Location, v: float) -> None:
+        full = opcode(self.sass_of(pc))
+        op = full.split(".")[0]
+        counters = self.per_line[loc]
+        if op == "BAR" and ".ARV" not in full:
+            self._barriers.add(pc)
+        if op in GLOBAL_ATOMIC_OPCODES:
+            counters[GLOBAL_ATOMIC_INST] += v
+        elif polls(pc, self.sass_of):
+            counters[POLL_INST] += v
+            self._polled.add(pc)
+        elif op in LOAD_OPCODES:
+            counters[GLOBAL_LOAD_INST] += v
+            if chained_load(pc, self.sass_of):
+                counters[CHAINED_LOAD_INST] += v
+
+    def finish(self) -> dict[Location, dict[str, float]]:
+        """The sums, with the barrier samples at barriers that end a polling phase counted."""
+        for pc in barriers_after_polls(self._barriers, self._polled):
+            if self._barrier_wait.get(pc) and (loc := self.site(pc)) is not None:
+                self.per_line[loc][BARRIER_AFTER_POLL] += self._barrier_wait[pc]
+        return self.per_line
+
+
+def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
+    """Sum every per-PC metric by source line (:class:`_LineSums`); keep the lines with the most warp samples, and
+    up to top // 2 more that run global atomics, wait for other blocks or chase loads."""
+    sums = _LineSums(action)
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None or not m.has_correlation_ids() or "." in name.split("__")[0] or name in _CATEGORICAL:
             continue
         ids = m.correlation_ids()
-        n = min(m.num_instances(), ids.num_instances())
-        for i in range(n):
-            sampled = ids.as_uint64(i)
-            pc = _wait_owner(name, sampled, sass_of) if "_stalled_" in name else sampled
-            loc = site(pc)
-            if loc is None:
-                continue
+        for i in range(min(m.num_instances(), ids.num_instances())):
             try:
                 v = m.as_double(i)
             except Exception:
                 continue
-            per_line[loc][name] += v
-            if name == BARRIER_SAMPLES:
-                barrier_wait[pc] += v
-            if pc != sampled and not name.endswith("_not_issued") and (was := site(sampled)) != loc:
-                # the samples move with their stall reason: a line's sample count stays the sum of its reasons
-                per_line[loc][SAMPLES] += v
-                if was is not None:
-                    per_line[was][SAMPLES] -= v
-            if name == "inst_executed":
-                full = opcode(sass_of(pc))
-                op = full.split(".")[0]
-                if op == "BAR" and ".ARV" not in full:
-                    barriers.add(pc)
-                if op in GLOBAL_ATOMIC_OPCODES:
-                    per_line[loc][GLOBAL_ATOMIC_INST] += v
-                elif polls(pc, sass_of):
-                    per_line[loc][POLL_INST] += v
-                    polled.add(pc)
-                elif op in LOAD_OPCODES:
-                    per_line[loc][GLOBAL_LOAD_INST] += v
-                    if chained_load(pc, sass_of):
-                        per_line[loc][CHAINED_LOAD_INST] += v
-    for pc in barriers_after_polls(barriers, polled):
-        if barrier_wait.get(pc) and (loc := site(pc)) is not None:
-            per_line[loc][BARRIER_AFTER_POLL] += barrier_wait[pc]
+            sums.add(name, ids.as_uint64(i), v)
+    per_line = sums.finish()
     if not per_line:
         return []
     files = action.source_files()
@@ -263,13 +285,12 @@ def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
             texts[f] = files[f].splitlines() if f in files else []
         except Exception:
             texts[f] = []
-    key = SAMPLES
-    ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(key, 0.0))
+    ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get(SAMPLES, 0.0))
     # lines that run global atomics, wait for other blocks or chase loads stay even where few samples land on them:
     # the contention rule points at the first, the barrier rule weighs the second, the latency rule names the third
     kept = sorted((kv for kv in ranked[top:] if any(kv[1].get(c) for c in (GLOBAL_ATOMIC_INST, POLL_INST,
                                                                              CHAINED_LOAD_INST))),
-                  key=lambda kv: -kv[1].get(key, 0.0))[:top // 2]
+                  key=lambda kv: -kv[1].get(SAMPLES, 0.0))[:top // 2]
     out = []
     for (f, line), counters in [*ranked[:top], *kept]:
         lines = texts.get(f, [])

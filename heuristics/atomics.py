@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from kernelscope.heuristics.memory import GLOBAL_TRAFFIC, L2_SECTORS, LD_REQ, cost_line, metric_sum, stall_share
+from kernelscope.heuristics.memory import GLOBAL_TRAFFIC, LD_REQ, cost_line, metric_sum, stall_share
+from kernelscope.heuristics.memory import TOTAL as L2_SECTORS  # per line: the distinct sectors its accesses touch
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 from kernelscope.models.profile import GLOBAL_ATOMIC_INST
@@ -64,15 +65,13 @@ def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
     return queued if queued >= run.th["queued_min_stall_pct"] else None
 
 
-def _serialized_atomics(k: KernelProfile, run: Run, req: float, per_slice: float) -> float | None:
+def _slice_rate(k: KernelProfile, run: Run, per_slice: float) -> float | None:
     """The L2 atomic rate per slice (updates per ns) where it is far below what a slice applies to distinct
-    addresses while the warps wait on the atomics and memory idles (:func:`_queued_on_atomics`' conditions): the
-    updates wait on each other at many warm addresses, so that no slice stands out. None otherwise."""
+    addresses; called where the warps already wait on the atomics and memory idles (:func:`_queued_on_atomics`):
+    the updates wait on each other at many warm addresses, so that no slice stands out. None otherwise."""
     dur = k.duration_ns
-    if not dur or _queued_on_atomics(k, run, req) is None:
-        return None
-    rate = per_slice / dur
-    return rate if rate < run.th["max_slice_rate_per_ns"] else None
+    rate = per_slice / dur if dur else None
+    return rate if rate is not None and rate < run.th["max_slice_rate_per_ns"] else None
 
 
 def _updates_per_sector(k: KernelProfile, at_l2: float) -> float | None:
@@ -109,10 +108,10 @@ def contention(k: KernelProfile, run: Run) -> Contention | None:
     found = Contention(req, at_l2, share_pct, *best)
     if best[1] >= run.th["slice_imbalance"]:
         return found
-    queued = _queued_on_atomics(k, run, req) if best[1] >= run.th["queued_slice_imbalance"] else None
-    if queued is not None:
-        return found._replace(queued=queued)
-    slow = _serialized_atomics(k, run, req, per_slice)
+    waiting = _queued_on_atomics(k, run, req)
+    if waiting is not None and best[1] >= run.th["queued_slice_imbalance"]:
+        return found._replace(queued=waiting)
+    slow = _slice_rate(k, run, per_slice) if waiting is not None else None
     if slow is not None:
         return found._replace(slow=slow)
     lanes = _updates_per_sector(k, at_l2)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kernelscope.heuristics.compute import GLOBAL_LD
 from kernelscope.heuristics.memory import hottest_line, stall_share
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile
 from kernelscope.models.profile import CHAINED_LOAD_INST, GLOBAL_LOAD_INST
-
-GLOBAL_LD = "smsp__sass_inst_executed_op_global_ld.sum"
 
 
 def chained_share(k: KernelProfile) -> tuple[float, str | None] | None:

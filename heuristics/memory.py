@@ -38,7 +38,6 @@ def hottest_source(k: KernelProfile, *counters: str) -> SourceLineCounters | Non
 # carries the cost; a scoreboard stall on the instruction that consumes a load's result (often the next line);
 # a drain stall on the kernel's exit (its closing brace). Memory traffic counts on the memory instruction itself.
 GLOBAL_TRAFFIC = ("memory_l2_theoretical_sectors_global", "memory_l1_tag_requests_global")
-L2_SECTORS = "memory_l2_theoretical_sectors_global"  # per line: the distinct sectors its global accesses touch
 
 
 def cost_line(k: KernelProfile, *tiers: tuple[str, ...]) -> str | None:

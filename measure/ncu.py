@@ -17,7 +17,15 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import barriers_after_polls, call_site, chained_load, opcode, polls, waited_on
+from kernelscope.measure.sourcemap import (
+    LOADS,
+    barriers_after_polls,
+    call_site,
+    chained_load,
+    opcode,
+    polls,
+    waited_on,
+)
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
 from kernelscope.models.profile import (
     BARRIER_AFTER_POLL,
@@ -159,7 +167,6 @@ _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
 GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
-LOAD_OPCODES = frozenset({"LDG", "LD"})  # global and generic loads
 
 
 def _sass(action: Any, pc: int) -> str:
@@ -247,7 +254,7 @@ class _LineSums:
         elif polls(pc, self.sass_of):
             counters[POLL_INST] += v
             self._polled.add(pc)
-        elif op in LOAD_OPCODES:
+        elif op in LOADS:
             counters[GLOBAL_LOAD_INST] += v
             if chained_load(pc, self.sass_of):
                 counters[CHAINED_LOAD_INST] += v

@@ -31,6 +31,7 @@ CALL_SITE_REACH = 16  # instructions searched on each side of an inlined header 
 
 _REG = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
 _WIDTH = {None: 1, ".64": 2, ".128": 4}
+LOADS = frozenset({"LDG", "LD"})  # global and generic loads (not shared, local or constant)
 
 
 def opcode(sass: str) -> str:
@@ -40,6 +41,11 @@ def opcode(sass: str) -> str:
     if words and words[0].startswith("@"):
         words = words[1:]
     return words[0] if words else ""
+
+
+def base_opcode(sass: str) -> str:
+    """The opcode without its modifiers (``@!P0 LDG.E.64.STRONG.SYS R4, ...`` -> ``LDG``); '' for no instruction."""
+    return opcode(sass).split(".")[0]
 
 
 def _operands(sass: str) -> list[str]:
@@ -119,7 +125,7 @@ def waited_on(pc: int, sass_of: Callable[[int], str], ops: frozenset[str] | tupl
     where no such instruction is found."""
     for i in range(reach + 1):
         text = sass_of(pc - i * step)
-        op = opcode(text).split(".")[0]
+        op = base_opcode(text)
         if not op:
             return None
         if op in ops:
@@ -163,8 +169,8 @@ def _tokens(operand: str) -> set[str]:
 
 def _branch_target(sass: str) -> int | None:
     m = re.search(r"\bBRA\b[^;]*?(0x[0-9a-fA-F]+)", sass)
-    return int(m.group(1), 16) if m and opcode(sass).split(".")[0] == "BRA" and ".DIV" not in opcode(sass) \
-        else None
+    op = opcode(sass)
+    return int(m.group(1), 16) if m and op.split(".")[0] == "BRA" and ".DIV" not in op else None
 
 
 def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
@@ -198,8 +204,7 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
             reads.add(guard)
         if reads & tainted and args:
             writes = _tokens(args[0])
-            if opcode(text).split(".")[0] in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") \
-                    and len(args) > 1:
+            if base_opcode(text) in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") and len(args) > 1:
                 writes |= {t for t in _tokens(args[1]) if t.startswith(("P", "UP"))}
             tainted |= writes
     return False
@@ -214,10 +219,10 @@ def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_B
     op = opcode(text)
     if op.split(".")[0] == "NANOSLEEP":
         return True
-    if op.split(".")[0] not in ("LD", "LDG") or ".STRONG." not in op:
+    if op.split(".")[0] not in LOADS or ".STRONG." not in op:
         return False
     after = sass_of(pc + step) or ""
-    return ".STRONG.SYS" in op or (opcode(after).split(".")[0] == "CCTL" and "IVALL" in after) \
+    return ".STRONG.SYS" in op or (base_opcode(after) == "CCTL" and "IVALL" in after) \
         or spins_on_load(pc, sass_of, step)
 
 
@@ -225,7 +230,6 @@ def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_B
 LOOP_REACH = 128  # instructions after a load searched for the back edge of the loop around it
 CHAIN_WINDOW = 64  # straight-line instructions before a load (no loop around it) searched for its chain
 CHAIN_DEPTH = 2  # loads before this one on its address's path, within one pass, that make it a chain
-_LOADS = frozenset({"LDG", "LD"})  # global and generic loads (not shared, local or constant)
 # a predicate right after the destination is a second result (ISETP's, a carry-out: ``IADD3 R8, P3, R2, ...``); a
 # predicate among the sources, or a negated one, is read (a carry-in, a select's condition)
 _PRED_OUT = re.compile(r"U?P(?:[0-6]|T)")
@@ -247,7 +251,7 @@ def _effects(text: str) -> tuple[frozenset[str], frozenset[str], str | None]:
     guard = _guard(text)
     if not args:
         return frozenset(), frozenset(), guard
-    base = opcode(text).split(".")[0]
+    base = base_opcode(text)
     if base.startswith("ST") or base in ("RED", "REDG", "BRA", "BSSY", "BSYNC", "BAR", "WARPSYNC"):
         return frozenset().union(*(_tokens(a) for a in args)), frozenset(), guard  # no register written
     writes = {f"R{r}" for r in written_registers(text)} | {t for t in _tokens(args[0]) if t.startswith(("P", "UP"))}
@@ -256,7 +260,7 @@ def _effects(text: str) -> tuple[frozenset[str], frozenset[str], str | None]:
         writes |= {t for t in _tokens(args[first_source])}
         first_source += 1
     reads = set().union(*(_tokens(a) for a in args[first_source:])) if len(args) > first_source else set()
-    if base in _LOADS | {"ATOM", "ATOMG", "LDS", "LDL"}:
+    if base in LOADS | {"ATOM", "ATOMG", "LDS", "LDL"}:
         reads = _address_tokens(text) | (reads - writes)
     return frozenset(reads), frozenset(writes), guard
 
@@ -272,7 +276,7 @@ def _loop_around(pc: int, sass_of: Callable[[int], str], step: int, reach: int) 
         target = _branch_target(text)
         if target is not None and target <= pc:
             return target, q
-        if opcode(text).split(".")[0] in ("EXIT", "RET") and _guard(text) is None:
+        if base_opcode(text) in ("EXIT", "RET") and _guard(text) is None:
             return None
     return None
 
@@ -291,7 +295,7 @@ def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRU
       independent across iterations and threads.
     """
     text = sass_of(pc) or ""
-    if opcode(text).split(".")[0] not in _LOADS:
+    if base_opcode(text) not in LOADS:
         return False
     loop = _loop_around(pc, sass_of, step, reach)
     if loop is not None:
@@ -310,7 +314,7 @@ def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRU
             reads, writes, guard = _effects(t)
             if guard is not None:
                 reads = reads | {guard}
-            base = opcode(t).split(".")[0]
+            base = base_opcode(t)
             depth = max((state.get(r, 0) for r in reads), default=0)
             from_last = carried is not None and bool(reads & carried)
             if q == pc:
@@ -319,7 +323,7 @@ def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRU
                     return True
                 if carried is not None and addr & carried:
                     return True
-            if base in _LOADS:
+            if base in LOADS:
                 depth += 1
             # a guarded write counts as a write: the guard is read (a select on a loaded value carries the load),
             # and the compiler guards a register's producers and consumers alike, so the old value is not what

@@ -178,10 +178,8 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
     """Whether the load at ``pc`` is polled: it sits in a short loop (a backward branch to it or before it within
     ``reach`` instructions) that a branch guarded by a predicate computed from the loaded value leaves or repeats,
     as in ``do { s = ld.cg(flag); } while (s == 0)``. A streaming loop's branches test an index, not the data."""
-    ops = _operands(sass_of(pc) or "")
-    if not ops:
-        return False
-    tainted = _tokens(ops[0])  # what the load writes
+    _, written, _ = _effects(sass_of(pc) or "")
+    tainted = set(written)  # what the load writes
     if not tainted:
         return False
     data_branch = False
@@ -190,22 +188,17 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
         text = sass_of(q) or ""
         if not text:
             return False
-        guard = _guard(text)
         target = _branch_target(text)
         if target is not None:
-            if guard is not None and guard in tainted:
+            if _guard(text) in tainted:
                 data_branch = True
             if target <= pc:  # the loop's back edge
                 return data_branch
             continue
-        args = _operands(text)
-        reads = set().union(*(_tokens(a) for a in args[1:])) if len(args) > 1 else set()
+        reads, writes, guard = _effects(text)
         if guard is not None:
-            reads.add(guard)
-        if reads & tainted and args:
-            writes = _tokens(args[0])
-            if base_opcode(text) in ("ISETP", "FSETP", "DSETP", "PLOP3", "VOTE", "LOP3", "R2P") and len(args) > 1:
-                writes |= {t for t in _tokens(args[1]) if t.startswith(("P", "UP"))}
+            reads = reads | {guard}
+        if reads & tainted:
             tainted |= writes
     return False
 

@@ -518,6 +518,34 @@ def test_a_load_its_own_loop_waits_on_is_a_poll() -> None:
     assert not spins_on_load(0xe0, lambda pc: spin.get(pc, ""))  # a store writes no register the loop tests
 
 
+SPIN_PACKED_64 = """\
+0080 LDG.E.64.STRONG.GPU R4, desc[UR4][R2.64] ;
+0090 LOP3.LUT R6, R5, 0xc0000000, RZ, 0xc0, !PT ;
+00a0 ISETP.NE.AND P0, PT, R6, RZ, PT ;
+00b0 @!P0 BRA 0x80 ;
+00c0 STG.E desc[UR4][R8.64], R4 ;
+00d0 EXIT ;"""
+STREAM_CARRY = """\
+0080 LDG.E.STRONG.GPU R4, desc[UR4][R2.64] ;
+0090 ISETP.NE.AND P3, PT, R4, RZ, PT ;
+00a0 IADD3 R8, P3, R8, 0x1, RZ ;
+00b0 FADD R9, R4, R9 ;
+00c0 ISETP.GE.AND P0, PT, R8, UR7, PT ;
+00d0 @!P0 BRA 0x80 ;
+00e0 EXIT ;"""
+
+
+def test_polling_reads_registers_and_predicates_as_the_chain_walk_does() -> None:
+    """spins_on_load shares the chained-load walk's operand reader: a 64-bit load writes both halves (a look-back
+    word packs its flag in the high half), and a carry-out predicate (``IADD3 R8, P3, ...``) is written, not read,
+    so a loop counter that follows it does not inherit the loaded value's taint."""
+    from kernelscope.measure.sourcemap import spins_on_load
+
+    packed, carry = _listing(SPIN_PACKED_64), _listing(STREAM_CARRY)
+    assert spins_on_load(0x80, lambda pc: packed.get(pc, ""))
+    assert not spins_on_load(0x80, lambda pc: carry.get(pc, ""))
+
+
 def test_the_barrier_after_a_look_back_is_a_wait_on_other_blocks() -> None:
     """Cases 126 and 127 (recorded, dev, healthy): decoupled look-backs polled by acquire loads (cuda::atomic_ref,
     inline ld.acquire.gpu). Warp 0's polling lines alone explain under half the barrier wait (it also sums its

@@ -249,9 +249,10 @@ class _LineSums:
         counters = self.per_line[loc]
         if op == "BAR" and ".ARV" not in full:
             self._barriers.add(pc)
-        if op in GLOBAL_ATOMIC_OPCODES:
+        polled = polls(pc, self.sass_of)  # an atomic can be a poll: a read that spins on other blocks' writes
+        if op in GLOBAL_ATOMIC_OPCODES and not polled:
             counters[GLOBAL_ATOMIC_INST] += v
-        elif polls(pc, self.sass_of):
+        elif polled:
             counters[POLL_INST] += v
             self._polled.add(pc)
         elif op in LOADS:

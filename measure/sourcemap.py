@@ -73,13 +73,14 @@ def read_registers(sass: str) -> set[int]:
 
 def written_registers(sass: str) -> set[int]:
     """The registers the instruction's first operand (its destination, where it has one) names, as wide as the
-    opcode's modifiers make it (``LDC.64 R4`` and ``IMAD.WIDE R2`` write a pair, ``LDG.E.128 R8`` a quad)."""
+    opcode's modifiers make it (``LDC.64 R4``, ``IMAD.WIDE R2`` and ``CS2R R4`` write a pair, ``LDG.E.128 R8`` a
+    quad)."""
     ops = _operands(sass)
     if not ops:
         return set()
     regs = registers(ops[0])
-    mods = opcode(sass).split(".")[1:]
-    width = 4 if "128" in mods else 2 if "64" in mods or "WIDE" in mods else 1
+    base, *mods = opcode(sass).split(".")
+    width = 4 if "128" in mods else 2 if "64" in mods or "WIDE" in mods or base == "CS2R" else 1  # CS2R: a pair
     if len(regs) == 1 and width > 1:
         (base,) = regs
         regs = set(range(base, base + width))
@@ -179,7 +180,12 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
     ``reach`` instructions) that a branch guarded by a predicate computed from the loaded value leaves or repeats,
     as in ``do { s = ld.cg(flag); } while (s == 0)``. A streaming loop's branches test an index, not the data."""
     _, written, _ = _effects(sass_of(pc) or "")
-    tainted = set(written)  # what the load writes
+    return _spins(pc, sass_of, set(written), step, reach)
+
+
+def _spins(pc: int, sass_of: Callable[[int], str], tainted: set[str], step: int, reach: int) -> bool:
+    """Whether a branch of the short loop around ``pc`` tests a value derived from ``tainted`` (what the
+    instruction at ``pc`` writes) before the loop's back edge (:func:`spins_on_load`)."""
     if not tainted:
         return False
     data_branch = False
@@ -200,18 +206,61 @@ def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTR
             reads = reads | {guard}
         if reads & tainted:
             tainted |= writes
+        else:
+            tainted -= writes  # overwritten with a value the loaded one does not reach (a carry-out, a new compare)
     return False
+
+
+def _atomic_operands(text: str) -> tuple[set[str], set[str]]:
+    """(the registers an ATOM/ATOMG returns into, the registers of its data operands), a .64 atomic's counted as
+    pairs: ``ATOMG.E.CAS.64.STRONG.GPU PT, R4, [R24], R4, R6`` returns into R4:R5, compares R4:R5, swaps in R6:R7."""
+    args = _operands(text)
+    if args and _PRED_OUT.fullmatch(args[0]):
+        args = args[1:]  # the predicate output some atomics write first
+    if len(args) < 2:
+        return set(), set()
+    width = 2 if "64" in opcode(text).split(".") else 1
+
+    def regs(operand: str) -> set[str]:
+        return {f"R{r + i}" for r in registers(operand) for i in range(width)}
+    return regs(args[0]), set().union(*(regs(a) for a in args[2:]))
+
+
+def atomic_read_poll(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
+                     reach: int = SPIN_REACH) -> bool:
+    """Whether the atomic at ``pc`` is a read that spins: ``atomicAdd(p, 0)``, ``atomicOr(p, 0)`` or
+    ``atomicCAS(p, 0, 0)`` in a short loop its own result decides (:func:`spins_on_load`), its data operands not
+    derived from that result. A CAS retry loop (``do { old = atomicCAS(p, seen, f(seen)); } while (old != seen)``)
+    computes its next operands from the value it got back: an update that contends, not a wait for other blocks."""
+    dest, data = _atomic_operands(sass_of(pc) or "")
+    if not dest or not _spins(pc, sass_of, set(dest), step, reach):
+        return False
+    loop = _loop_around(pc, sass_of, step, reach)
+    if loop is None:
+        return False
+    head, back = loop
+    tainted = set(dest)  # around the loop once, from the atomic back to it: what its result reaches
+    for q in (*range(pc + step, back + step, step), *range(head, pc, step)):
+        reads, writes, guard = _effects(sass_of(q) or "")
+        if reads & tainted or (guard is not None and guard in tainted):
+            tainted |= writes
+        else:
+            tainted -= writes  # overwritten with a value the result does not reach
+    return not data & tainted
 
 
 def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES) -> bool:
     """Whether the instruction at ``pc`` waits for other blocks' writes (models.profile.POLL_INST): a NANOSLEEP
     (a spin-wait's back-off), a volatile load (STRONG.SYS), an acquire load (a STRONG load the compiler follows
-    with CCTL.IVALL), or a STRONG.GPU load (ld.cg, ld.relaxed) in a loop that its own value decides
-    (:func:`spins_on_load`). A STRONG.GPU load outside such a loop is __ldcg streaming data."""
+    with CCTL.IVALL), a STRONG.GPU load (ld.cg, ld.relaxed) in a loop that its own value decides
+    (:func:`spins_on_load`), or an atomic used as such a read (:func:`atomic_read_poll`). A STRONG.GPU load outside
+    such a loop is __ldcg streaming data."""
     text = sass_of(pc) or ""
     op = opcode(text)
     if op.split(".")[0] == "NANOSLEEP":
         return True
+    if op.split(".")[0] in ("ATOM", "ATOMG"):
+        return atomic_read_poll(pc, sass_of, step)
     if op.split(".")[0] not in LOADS or ".STRONG." not in op:
         return False
     after = sass_of(pc + step) or ""

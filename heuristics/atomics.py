@@ -1,10 +1,11 @@
 """The atomic-contention rule (memory family): global atomics that L2 serializes on their addresses.
 
 Four ways it shows in a profile, tried in this order: one L2 slice receiving several times the average atomic
-traffic; a smaller imbalance while the warps wait on the atomics (their queue, their completion or their results)
-and memory idles; slices applying atomics far below their rate while the warps wait and memory idles (many warm
-addresses spread the load evenly); and many L2 updates per sector the atomic instructions touch (lanes of a warp
-updating one address one after another) where the atomics bound the kernel.
+traffic; a smaller imbalance while the warps wait on the atomics (their queue, their completion or their results;
+or, where loads outnumber the atomics, their queue and completion alone) and memory idles; slices applying
+atomics far below their rate while the warps wait and memory idles (many warm addresses spread the load evenly);
+and many L2 updates per sector the atomic instructions touch (lanes of a warp updating one address one after
+another) where the atomics bound the kernel.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ ATOM_REQ = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_reque
 LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_op_atom_dot_alu",
             "lts__t_requests_srcunit_tex_op_atom_dot_cas")
 L2_READS = "lts__t_sectors_srcunit_tex_op_read.sum"
+ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 # the stall reasons of warps whose global requests cannot leave the SM (the LSU queue is full) or wait for them
 _QUEUED = ("lg_throttle", "membar", "drain")
 
@@ -37,32 +39,47 @@ class Contention(NamedTuple):
     imbalance: float
     hot_pct: float | None
     queued: float | None = None
+    queued_on: str | None = None
     slow: float | None = None
     lanes: float | None = None
 
 
-def _atomic_request_share_ok(k: KernelProfile, run: Run, req: float) -> bool:
-    """Memory nearly idle, and the atomics a sizable part of the global requests the SMs send that L2 answers."""
+def _request_share(k: KernelProfile, run: Run, req: float) -> float | None:
+    """The atomics' share (%) of the global requests the SMs send that L2 answers (atomics and loads), where memory
+    is nearly idle; None where it is busy or nothing was sent."""
     if (k.memory_throughput_pct or 0.0) >= run.th["queued_idle_memory_pct"]:
-        return False
+        return None
     global_req = metric_sum(k, (*ATOM_REQ, LD_REQ)) or 0.0
-    return bool(global_req) and 100.0 * req / global_req >= run.th["queued_min_atomic_request_pct"]
+    return 100.0 * req / global_req if global_req else None
 
 
-def _waits(k: KernelProfile) -> float:
+def _waits(k: KernelProfile, reasons: tuple[str, ...] = (*_QUEUED, "long_scoreboard")) -> float:
     """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle), waiting for their requests to
     complete (membar, drain) or for the values they return (long_scoreboard: an atomic whose result is used)."""
-    return sum(stall_share(k, r)[0] or 0.0 for r in (*_QUEUED, "long_scoreboard"))
+    return sum(stall_share(k, r)[0] or 0.0 for r in reasons)
 
 
-def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> float | None:
-    """The wait share (:func:`_waits`) where it dominates, the atomics are a sizable part of the global requests
-    and memory is nearly idle: the requests waited on are the atomics, slow to complete although neither L2 nor
-    DRAM is busy, which is how updates that serialize on their addresses look. None where any of that is missing."""
-    if not _atomic_request_share_ok(k, run, req):
+def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> tuple[float, str] | None:
+    """(wait share %, the stall reasons summed) where the warps wait on the atomics and memory is nearly idle:
+    requests slow to complete although neither L2 nor DRAM is busy, which is how updates that serialize on their
+    addresses look. Two ways, None where neither holds:
+
+    - the atomics a sizable part of the global requests, and the waits (:func:`_waits`, results included) dominate;
+    - loads outnumber the atomics (a push scatter loads indices, weights and values before each update), so a wait
+      on a loaded value says nothing: the warps still wait on the queue and the completion of outgoing requests
+      (lg_throttle, membar, drain: never a load's value), and the atomics are most of what goes out (against the
+      stores)."""
+    share = _request_share(k, run, req)
+    if share is None:
         return None
-    queued = _waits(k)
-    return queued if queued >= run.th["queued_min_stall_pct"] else None
+    if share >= run.th["queued_min_atomic_request_pct"]:
+        queued = _waits(k)
+        return (queued, "+".join((*_QUEUED, "long_scoreboard"))) if queued >= run.th["queued_min_stall_pct"] else None
+    stores = k.num(ST_REQ) or 0.0
+    if share < run.th["backlog_min_atomic_request_pct"] or req < stores:
+        return None
+    backlog = _waits(k, _QUEUED)
+    return (backlog, "+".join(_QUEUED)) if backlog >= run.th["backlog_min_stall_pct"] else None
 
 
 def _slice_rate(k: KernelProfile, run: Run, per_slice: float) -> float | None:
@@ -110,7 +127,7 @@ def contention(k: KernelProfile, run: Run) -> Contention | None:
         return found
     waiting = _queued_on_atomics(k, run, req)
     if waiting is not None and best[1] >= run.th["queued_slice_imbalance"]:
-        return found._replace(queued=waiting)
+        return found._replace(queued=waiting[0], queued_on=waiting[1])
     slow = _slice_rate(k, run, per_slice) if waiting is not None else None
     if slow is not None:
         return found._replace(slow=slow)
@@ -141,6 +158,16 @@ def _why(k: KernelProfile, run: Run, c: Contention) -> str:
             + ": threads update the same address, so the updates serialize in one slice")
 
 
+def _waited(k: KernelProfile, c: Contention) -> str:
+    """The diagnosis's end where the warps' waits named the contention."""
+    if c.queued is None:
+        return ""
+    on = ("their queue or their completion, never a loaded value, although loads outnumber them"
+          if c.queued_on == "+".join(_QUEUED) else "their queue, their completion or their results")
+    return (f" {c.queued:.0f}% of stall cycles are warps waiting on these requests ({on}) while the memory system "
+            f"runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the bytes, set the time.")
+
+
 def _evidence(k: KernelProfile, run: Run, c: Contention, line: str | None) -> list[Evidence]:
     ev = [Evidence(metric="+".join(ATOM_REQ), value=c.req, source="ncu", kernel=k.name, line=line),
           Evidence(metric=f"{c.metric}.max / {c.metric}.avg", value=round(c.imbalance, 1),
@@ -153,23 +180,27 @@ def _evidence(k: KernelProfile, run: Run, c: Contention, line: str | None) -> li
         ev.append(Evidence(metric="l2_atomic_updates_per_sector", value=round(c.lanes, 2),
                            threshold=run.th["min_updates_per_sector"], source="ncu", kernel=k.name, line=line))
     if c.queued is not None:
-        ev.append(Evidence(metric="lg_throttle+membar+drain+long_scoreboard stall share", value=round(c.queued, 1),
-                           threshold=run.th["queued_min_stall_pct"], unit="%", source="ncu", kernel=k.name))
+        backlog = c.queued_on == "+".join(_QUEUED)
+        ev.append(Evidence(metric=f"{c.queued_on} stall share", value=round(c.queued, 1),
+                           threshold=run.th["backlog_min_stall_pct" if backlog else "queued_min_stall_pct"], unit="%",
+                           source="ncu", kernel=k.name))
     return ev
 
 
 @rule("memory.atomic-contention", family="memory", scope="ncu",
       description="Global atomics pile onto few addresses: L2 serializes them. Seen as one slice receiving several "
                   "times the average atomic traffic; as a smaller imbalance while the warps wait mostly on a queue of "
-                  "atomics that a nearly idle memory system drains slowly; or, where many warm addresses spread the "
+                  "atomics that a nearly idle memory system drains slowly (where loads outnumber the atomics, on the "
+                  "queue and completion of the outgoing requests alone); or, where many warm addresses spread the "
                   "load evenly, as slices applying atomics at a small fraction of their rate while the warps wait on "
                   "them and memory idles; or as many L2 updates per sector the atomic instructions touch (lanes of "
                   "a warp updating the same addresses one after another) where the atomics bound the kernel.",
       thresholds={"min_atomic_share_pct": 1.0, "slice_imbalance": 4.0, "queued_slice_imbalance": 2.0,
                   "queued_min_stall_pct": 40.0, "queued_min_atomic_request_pct": 25.0,
+                  "backlog_min_atomic_request_pct": 10.0, "backlog_min_stall_pct": 20.0,
                   "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15, "min_updates_per_sector": 4.0,
                   "min_l2_atomic_share": 0.5},
-      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum", L2_READS,
+      metrics=(*ATOM_REQ, LD_REQ, ST_REQ, "smsp__inst_executed.sum", L2_READS,
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
@@ -192,10 +223,7 @@ def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
                       "one)" if c.at_l2 > 2 * c.req else "")
                    + f" ({c.share_pct:.1f} per 100 warp instructions), " + _why(k, run, c)
                    + (f"; worst line {line}" if line else "") + "."
-                   + (f" {c.queued:.0f}% of stall cycles are warps waiting on these requests (their queue, their "
-                      f"completion or their results) while the memory system runs at "
-                      f"{k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the bytes, set the time."
-                      if c.queued is not None else "")),
+                   + _waited(k, c)),
         evidence=_evidence(k, run, c, line),
         fixes=[Fix(action="Reduce first, then update once: warp shuffle (__reduce_add_sync / __shfl_down_sync) and "
                           "a block-level partial in shared memory, then one atomicAdd per block.",

@@ -187,8 +187,10 @@ def metric_sum(k: KernelProfile, names: Iterable[str]) -> float | None:
 
 
 @rule("memory.shared-bank-conflicts", family="memory", scope="ncu",
-      description="Shared-memory accesses of a warp hit the same bank and are split into several wavefronts.",
-      thresholds={"warning_conflict_pct": 25.0, "high_conflict_pct": 50.0, "min_wavefronts": 1000},
+      description="Shared-memory accesses of a warp hit the same bank and are split into several wavefronts. A "
+                  "note where the warps hardly wait on shared memory (the replays hide behind other waits).",
+      thresholds={"warning_conflict_pct": 25.0, "high_conflict_pct": 50.0, "min_wavefronts": 1000,
+                  "min_shared_wait_pct": 10.0},
       metrics=(*BANK, *WAVEFRONTS, *SHARED_INST))
 def _bank_conflicts(k: KernelProfile, run: Run) -> Iterable[Finding]:
     conflicts, wavefronts, inst = metric_sum(k, BANK), metric_sum(k, WAVEFRONTS), metric_sum(k, SHARED_INST)
@@ -202,18 +204,28 @@ def _bank_conflicts(k: KernelProfile, run: Run) -> Iterable[Finding]:
     if line is None:
         line = hottest_line(k, "smsp__pcsamp_warps_issue_stalled_mio_throttle",
                             "smsp__pcsamp_warps_issue_stalled_short_scoreboard")
+    # what the warps wait on shared memory: the MIO queue (mio_throttle) and its results (short_scoreboard)
+    waits = [v for v in (stall_share(k, r)[0] for r in ("mio_throttle", "short_scoreboard")) if v is not None]
+    hidden = bool(waits) and sum(waits) < run.th["min_shared_wait_pct"]
     yield run.finding(
-        kernel=k.name, line=line, impact=min(1.0, pct / 100),
-        severity="high" if pct >= run.th["high_conflict_pct"] else "warning", title="Shared-memory bank conflicts",
+        kernel=k.name, line=line, impact=min(1.0, pct / 100) * (0.25 if hidden else 1.0),
+        severity="info" if hidden else "high" if pct >= run.th["high_conflict_pct"] else "warning",
+        title="Shared-memory bank conflicts",
         diagnosis=(f"{k.name}: {pct:.0f}% of the {wavefronts:,.0f} shared-memory wavefronts are bank-conflict "
                    "replays" + (f" ({ways:.1f} wavefronts per shared instruction)" if ways else "")
                    + ": threads of a warp address the same bank, so each access is serialized"
-                   + (f"; worst line {line}" if line else "") + "."),
+                   + (f"; worst line {line}" if line else "") + "."
+                   + (f" The warps spend only {sum(waits):.0f}% of their stall cycles waiting on shared memory "
+                      "(mio_throttle, short_scoreboard): the replays hide behind other waits, and removing them "
+                      "gains little." if hidden else "")),
         evidence=[Evidence(metric="+".join(BANK), value=conflicts, source="ncu", kernel=k.name, line=line),
                   Evidence(metric="bank_conflict_pct_of_wavefronts", value=round(pct, 1),
                            threshold=run.th["warning_conflict_pct"], unit="%", source="ncu", kernel=k.name),
                   Evidence(metric="wavefronts_per_shared_instruction", value=round(ways, 2) if ways else None,
-                           threshold=1.0, source="ncu", kernel=k.name)],
+                           threshold=1.0, source="ncu", kernel=k.name),
+                  *([Evidence(metric="mio_throttle+short_scoreboard stall share", value=round(sum(waits), 1),
+                              threshold=run.th["min_shared_wait_pct"], unit="%", source="ncu", kernel=k.name)]
+                    if waits else [])],
         fixes=[Fix(action="Pad the shared array's row by one element (e.g. tile[32][33]) so column accesses fall "
                           "in different banks.", expected_effect="conflicts drop to ~0; the shared pipe does 1 "
                                                                  "wavefront per access"),

@@ -28,8 +28,8 @@ SUITE = REPO / "examples" / "planted2"
 # the validation part); `python benchmarks/planted2.py` reports both parts against it. Raise a floor when the
 # measured figure rises; never lower one to let a change in.
 FLOORS: dict[str, dict[str, float]] = {
-    "dev": {"class": 91 / 99, "top": 64 / 66, "line": 49 / 56},
-    "validation": {"class": 62 / 62, "top": 39 / 42, "line": 32 / 35},
+    "dev": {"class": 97 / 107, "top": 68 / 70, "line": 53 / 60},
+    "validation": {"class": 65 / 66, "top": 42 / 44, "line": 35 / 37},
 }
 # Known misses of the twin / second-problem / must-not checks, with why they stand; a new one fails the test
 KNOWN_OTHER_MISSES = {
@@ -67,6 +67,16 @@ KNOWN_OTHER_MISSES = {
                                             "design; the finding is a note (info), which the author ruled out",
     "160-radix-tile-split-scan-barriers": "validation (wave 17, first capture): the twin still draws barrier-heavy; "
                                           "not read, to keep validation honest",
+    "165-hits-authority-push-f64": "dev (wave 18): the uncoalesced finding names the atomic's own line (each lane's "
+                                   "FP64 add lands in its own sector), which the author ruled out; the atomic "
+                                   "finding is on top of it",
+    "166-pm-deposit-halo-cells-fixed64": "validation (wave 18, first capture): the uncoalesced finding the author "
+                                         "ruled out; not read, to keep validation honest",
+    "168-healthy-edge-gated-scatter-spread": "validation (wave 18, first capture): a healthy scatter warned "
+                                             "uncoalesced; not tuned away",
+    "175-healthy-pivot-partition-cas": "dev (wave 18): 44% of its shared wavefronts are conflict replays on the tile "
+                                       "staging; a note (info) since its warps hardly wait on shared memory, which "
+                                       "the author ruled out at any severity",
     "164-cdf-chained-scan-serial": "the look-back twin scans 20 MB (L2-resident) in 21 us across 640 tiles: waiting "
                                    "on predecessors is a real share of so short a kernel, its note is true",
 }
@@ -76,6 +86,11 @@ KNOWN_OTHER_MISSES = {
 KNOWN_LOUD_HEALTHY: dict[str, str] = {
     "163-healthy-doc-segmented-cumsum": "validation (wave 17, first capture): a segmented look-back scan draws "
                                         "barrier-heavy (high); its challenger (2K tiles) ran 0.91x",
+    "168-healthy-edge-gated-scatter-spread": "validation (wave 18, first capture): warned uncoalesced on its "
+                                             "scattered atomics; its challenger ran 0.98x, the label stands",
+    "174-healthy-detection-select-acquire": "validation (wave 18, first capture): cross-block-wait (warning) on a "
+                                            "select running with memory at 29% of peak: its label is doubtful, "
+                                            "the warning may be right",
 }
 
 
@@ -214,6 +229,12 @@ KNOWN_BELOW_ROOF = {
                                 "their predecessors); its challenger with twice the tile ran 1.18x: the label stands",
     "127-healthy-pivot-partition-lookback": "dev (wave 14): a three-way partition with look-back, DRAM at 48%; its "
                                             "challenger with twice the tile ran 1.16x: the label stands",
+    "173-healthy-csr-rowptr-lookback": "dev (wave 18): a row-pointer scan with look-back, DRAM at 54% (blocks wait on "
+                                       "their predecessors); its challenger with half the tile ran 0.68x",
+    "174-healthy-detection-select-acquire": "validation (wave 18): a select with acquire-polled look-back, memory at "
+                                            "29%; its challenger ran 0.75x: the label is doubtful",
+    "176-healthy-session-maxscan-persistent": "dev (wave 18): a persistent segmented max-scan, DRAM at 54%; its "
+                                              "challenger (a tile a block) ran 1.19x: the label stands",
     "158-healthy-lookback-sparsify-select": "dev (wave 17): a select with a 32-tile acquire-polled look-back, DRAM at "
                                             "46%; its challenger (one lane walking back) ran 0.25x: the label stands",
 }

@@ -546,6 +546,83 @@ def test_polling_reads_registers_and_predicates_as_the_chain_walk_does() -> None
     assert not spins_on_load(0x80, lambda pc: carry.get(pc, ""))
 
 
+CAS_POLL = """\
+0ab0 ISETP.NE.U32.AND P5, PT, R31, RZ, PT ;
+0ac0 BSSY B0, 0xb50 ;
+0ad0 ISETP.NE.AND.EX P5, PT, RZ, RZ, PT, P5 ;
+0ae0 @P5 BRA 0xb40 ;
+0af0 CS2R R4, SRZ ;
+0b00 CS2R R6, SRZ ;
+0b10 ATOMG.E.CAS.64.STRONG.GPU PT, R4, [R24], R4, R6 ;
+0b20 IMAD.MOV.U32 R30, RZ, RZ, R4 ;
+0b30 IMAD.MOV.U32 R31, RZ, RZ, R5 ;
+0b40 BSYNC B0 ;
+0b50 ISETP.NE.U32.AND P5, PT, R31, RZ, PT ;
+0b60 VOTE.ANY P5, !P5 ;
+0b70 @P5 BRA 0xab0 ;
+0b80 EXIT ;"""
+CAS_RETRY = """\
+0100 FMNMX R6, R4, R9, !PT ;
+0110 ATOMG.E.CAS.STRONG.GPU PT, R6, [R2.64], R4, R6 ;
+0120 ISETP.NE.AND P0, PT, R6, R4, PT ;
+0130 IMAD.MOV.U32 R4, RZ, RZ, R6 ;
+0140 @P0 BRA 0x100 ;
+0150 EXIT ;"""
+TICKET_LOOP = """\
+09f0 IMAD.WIDE R2, R0, 0x4, R10 ;
+0a00 LDG.E.CONSTANT R3, desc[UR6][R2.64] ;
+0a10 HFMA2.MMA R14, -RZ, RZ, 0, 5.9604644775390625e-08 ;
+0a20 MOV R15, 0x0 ;
+0a30 IMAD.WIDE R6, R0, 0x4, R16 ;
+0a40 LDG.E.CONSTANT R7, desc[UR6][R6.64] ;
+0a50 IMAD.WIDE R4, R3, 0x8, R12 ;
+0a60 ATOMG.E.ADD.64.STRONG.GPU PT, R4, desc[UR6][R4.64], R14 ;
+0a70 IADD3 R0, R0, UR4, RZ ;
+0a80 LEA R8, P0, R4, UR10, 0x2 ;
+0a90 LEA.HI.X R9, R4, UR11, R5, 0x2, P0 ;
+0aa0 STG.E desc[UR6][R8.64], R7 ;
+0ab0 ISETP.GE.AND P0, PT, R0, UR8, PT ;
+0ac0 @!P0 BRA 0x9f0 ;
+0ad0 EXIT ;"""
+
+
+def test_an_atomic_that_reads_a_status_word_in_a_spin_is_a_poll() -> None:
+    """Look-back polled with ``atomicCAS(p, 0, 0)`` (dev 175, its SASS): the CAS returns the status word, the loop
+    leaves on it, and its operands are zeros set anew each round (CS2R writes a pair), so it reads: a poll. A CAS
+    retry loop computes its next swap from the value it got back (an update), and a grid-stride loop that takes a
+    slot with atomicAdd leaves on its index (the carry-out of the slot's address computation is overwritten by
+    the loop's compare): neither polls."""
+    from kernelscope.measure.sourcemap import atomic_read_poll, polls
+
+    poll, retry, ticket = _listing(CAS_POLL), _listing(CAS_RETRY), _listing(TICKET_LOOP)
+    assert atomic_read_poll(0xb10, lambda pc: poll.get(pc, "")) and polls(0xb10, lambda pc: poll.get(pc, ""))
+    assert not atomic_read_poll(0x110, lambda pc: retry.get(pc, ""))
+    assert not polls(0xa60, lambda pc: ticket.get(pc, ""))
+
+
+def test_a_push_scatter_backed_up_on_its_atomics_is_contention() -> None:
+    """Dev 165 (recorded, wave 18): a HITS push whose FP64 atomics follow four loads each (20% of the requests) on
+    moderately skewed targets (busiest slice 2.6x the average). A loaded value's wait says nothing here, but 27% of
+    the stall cycles are the queue and completion of outgoing requests (lg_throttle, drain, membar) with memory at
+    23%: contention, named on the atomic's line. Without those waits, no finding."""
+    k = _planted2.kernel("165-hits-authority-push-f64", "hits_auth_push")
+    [f] = REGISTRY["memory.atomic-contention"].run(k)
+    assert f.severity == "high" and f.line and f.line.endswith(":55")
+    assert any(e.metric == "lg_throttle+membar+drain stall share" and e.value >= 20 for e in f.evidence)
+    calm = k.model_copy(update={"stall_reasons": {r: (0.0 if r in ("lg_throttle", "drain", "membar") else v)
+                                                  for r, v in k.stall_reasons.items()}})
+    assert not REGISTRY["memory.atomic-contention"].run(calm)
+
+
+def test_bank_conflicts_nobody_waits_on_are_a_note() -> None:
+    """Dev 175 (recorded, healthy): 44% of its shared wavefronts are conflict replays, but its warps spend 5% of
+    their stalls on shared memory: a note. Dev 03's conflicted SGEMM waits 81% there: high."""
+    [quiet] = REGISTRY["memory.shared-bank-conflicts"].run(
+        _planted2.kernel("175-healthy-pivot-partition-cas", "partition_cas"))
+    [loud] = REGISTRY["memory.shared-bank-conflicts"].run(_planted2.kernel("03-sgemm-bank-conflicts", "sgemm_conf"))
+    assert quiet.severity == "info" and loud.severity == "high"
+
+
 def test_the_barrier_after_a_look_back_is_a_wait_on_other_blocks() -> None:
     """Cases 126 and 127 (recorded, dev, healthy): decoupled look-backs polled by acquire loads (cuda::atomic_ref,
     inline ld.acquire.gpu). Warp 0's polling lines alone explain under half the barrier wait (it also sums its

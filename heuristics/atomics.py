@@ -23,6 +23,8 @@ ATOM_REQ = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_reque
 LTS_ATOM = ("lts__t_requests_srcunit_tex_op_red", "lts__t_requests_srcunit_tex_op_atom_dot_alu",
             "lts__t_requests_srcunit_tex_op_atom_dot_cas")
 L2_READS = "lts__t_sectors_srcunit_tex_op_read.sum"
+# global store requests: in Nsight Compute's memory sections; not requested of the CUPTI collector (its recorded
+# captures predate it), where the backlog path's "at least the stores" check reads none and passes
 ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 # the stall reasons of warps whose global requests cannot leave the SM (the LSU queue is full) or wait for them
 _QUEUED = ("lg_throttle", "membar", "drain")
@@ -200,7 +202,7 @@ def _evidence(k: KernelProfile, run: Run, c: Contention, line: str | None) -> li
                   "backlog_min_atomic_request_pct": 10.0, "backlog_min_stall_pct": 20.0,
                   "queued_idle_memory_pct": 40.0, "max_slice_rate_per_ns": 0.15, "min_updates_per_sector": 4.0,
                   "min_l2_atomic_share": 0.5},
-      metrics=(*ATOM_REQ, LD_REQ, ST_REQ, "smsp__inst_executed.sum", L2_READS,
+      metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum", L2_READS,
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
       supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:

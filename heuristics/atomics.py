@@ -28,6 +28,7 @@ L2_READS = "lts__t_sectors_srcunit_tex_op_read.sum"
 ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 # the stall reasons of warps whose global requests cannot leave the SM (the LSU queue is full) or wait for them
 _QUEUED = ("lg_throttle", "membar", "drain")
+_WAITED = (*_QUEUED, "long_scoreboard")  # ... or for the values they return
 
 
 class Contention(NamedTuple):
@@ -41,7 +42,7 @@ class Contention(NamedTuple):
     imbalance: float
     hot_pct: float | None
     queued: float | None = None
-    queued_on: str | None = None
+    queued_on: tuple[str, ...] | None = None  # the stall reasons in the queued share
     slow: float | None = None
     lanes: float | None = None
 
@@ -55,13 +56,13 @@ def _request_share(k: KernelProfile, run: Run, req: float) -> float | None:
     return 100.0 * req / global_req if global_req else None
 
 
-def _waits(k: KernelProfile, reasons: tuple[str, ...] = (*_QUEUED, "long_scoreboard")) -> float:
+def _waits(k: KernelProfile, reasons: tuple[str, ...] = _WAITED) -> float:
     """The share (%) of stall cycles warps spend on a full LSU queue (lg_throttle), waiting for their requests to
     complete (membar, drain) or for the values they return (long_scoreboard: an atomic whose result is used)."""
     return sum(stall_share(k, r)[0] or 0.0 for r in reasons)
 
 
-def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> tuple[float, str] | None:
+def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> tuple[float, tuple[str, ...]] | None:
     """(wait share %, the stall reasons summed) where the warps wait on the atomics and memory is nearly idle:
     requests slow to complete although neither L2 nor DRAM is busy, which is how updates that serialize on their
     addresses look. Two ways, None where neither holds:
@@ -76,12 +77,12 @@ def _queued_on_atomics(k: KernelProfile, run: Run, req: float) -> tuple[float, s
         return None
     if share >= run.th["queued_min_atomic_request_pct"]:
         queued = _waits(k)
-        return (queued, "+".join((*_QUEUED, "long_scoreboard"))) if queued >= run.th["queued_min_stall_pct"] else None
+        return (queued, _WAITED) if queued >= run.th["queued_min_stall_pct"] else None
     stores = k.num(ST_REQ) or 0.0
     if share < run.th["backlog_min_atomic_request_pct"] or req < stores:
         return None
     backlog = _waits(k, _QUEUED)
-    return (backlog, "+".join(_QUEUED)) if backlog >= run.th["backlog_min_stall_pct"] else None
+    return (backlog, _QUEUED) if backlog >= run.th["backlog_min_stall_pct"] else None
 
 
 def _slice_rate(k: KernelProfile, run: Run, per_slice: float) -> float | None:
@@ -165,7 +166,7 @@ def _waited(k: KernelProfile, c: Contention) -> str:
     if c.queued is None:
         return ""
     on = ("their queue or their completion, never a loaded value, although loads outnumber them"
-          if c.queued_on == "+".join(_QUEUED) else "their queue, their completion or their results")
+          if c.queued_on == _QUEUED else "their queue, their completion or their results")
     return (f" {c.queued:.0f}% of stall cycles are warps waiting on these requests ({on}) while the memory system "
             f"runs at {k.memory_throughput_pct or 0.0:.0f}% of its peak: the atomics, not the bytes, set the time.")
 
@@ -182,8 +183,8 @@ def _evidence(k: KernelProfile, run: Run, c: Contention, line: str | None) -> li
         ev.append(Evidence(metric="l2_atomic_updates_per_sector", value=round(c.lanes, 2),
                            threshold=run.th["min_updates_per_sector"], source="ncu", kernel=k.name, line=line))
     if c.queued is not None:
-        backlog = c.queued_on == "+".join(_QUEUED)
-        ev.append(Evidence(metric=f"{c.queued_on} stall share", value=round(c.queued, 1),
+        backlog = c.queued_on == _QUEUED
+        ev.append(Evidence(metric=f"{'+'.join(c.queued_on or _WAITED)} stall share", value=round(c.queued, 1),
                            threshold=run.th["backlog_min_stall_pct" if backlog else "queued_min_stall_pct"], unit="%",
                            source="ncu", kernel=k.name))
     return ev

@@ -20,6 +20,7 @@ from kernelscope.heuristics import REGISTRY, load_all
 from kernelscope.measure.sourcemap import (
     LOADS,
     barriers_after_polls,
+    base_opcode,
     call_site,
     chained_load,
     opcode,
@@ -244,8 +245,8 @@ class _LineSums:
             self._count_instruction(pc, loc, v)
 
     def _count_instruction(self, pc: int, loc: Location, v: float) -> None:
-        full = opcode(self.sass_of(pc))
-        op = full.split(".")[0]
+        text = self.sass_of(pc)
+        full, op = opcode(text), base_opcode(text)
         counters = self.per_line[loc]
         if op == "BAR" and ".ARV" not in full:
             self._barriers.add(pc)

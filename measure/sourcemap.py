@@ -170,8 +170,7 @@ def _tokens(operand: str) -> set[str]:
 
 def _branch_target(sass: str) -> int | None:
     m = re.search(r"\bBRA\b[^;]*?(0x[0-9a-fA-F]+)", sass)
-    op = opcode(sass)
-    return int(m.group(1), 16) if m and op.split(".")[0] == "BRA" and ".DIV" not in op else None
+    return int(m.group(1), 16) if m and base_opcode(sass) == "BRA" and ".DIV" not in opcode(sass) else None
 
 
 def spins_on_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
@@ -201,14 +200,19 @@ def _spins(pc: int, sass_of: Callable[[int], str], tainted: set[str], step: int,
             if target <= pc:  # the loop's back edge
                 return data_branch
             continue
-        reads, writes, guard = _effects(text)
-        if guard is not None:
-            reads = reads | {guard}
-        if reads & tainted:
-            tainted |= writes
-        else:
-            tainted -= writes  # overwritten with a value the loaded one does not reach (a carry-out, a new compare)
+        _taint(tainted, text)
     return False
+
+
+def _taint(tainted: set[str], text: str) -> None:
+    """One instruction's step of a taint walk: what it writes is tainted where it reads a tainted token (its guard
+    included), and clean where it does not (overwritten with a value the taint does not reach: a carry-out, a new
+    compare, a zeroed register)."""
+    reads, writes, guard = _effects(text)
+    if reads & tainted or (guard is not None and guard in tainted):
+        tainted |= writes
+    else:
+        tainted -= writes
 
 
 def _atomic_operands(text: str) -> tuple[set[str], set[str]]:
@@ -241,11 +245,7 @@ def atomic_read_poll(pc: int, sass_of: Callable[[int], str], step: int = SASS_IN
     head, back = loop
     tainted = set(dest)  # around the loop once, from the atomic back to it: what its result reaches
     for q in (*range(pc + step, back + step, step), *range(head, pc, step)):
-        reads, writes, guard = _effects(sass_of(q) or "")
-        if reads & tainted or (guard is not None and guard in tainted):
-            tainted |= writes
-        else:
-            tainted -= writes  # overwritten with a value the result does not reach
+        _taint(tainted, sass_of(q) or "")
     return not data & tainted
 
 
@@ -256,12 +256,12 @@ def polls(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_B
     (:func:`spins_on_load`), or an atomic used as such a read (:func:`atomic_read_poll`). A STRONG.GPU load outside
     such a loop is __ldcg streaming data."""
     text = sass_of(pc) or ""
-    op = opcode(text)
-    if op.split(".")[0] == "NANOSLEEP":
+    op, base = opcode(text), base_opcode(text)
+    if base == "NANOSLEEP":
         return True
-    if op.split(".")[0] in ("ATOM", "ATOMG"):
+    if base in ("ATOM", "ATOMG"):
         return atomic_read_poll(pc, sass_of, step)
-    if op.split(".")[0] not in LOADS or ".STRONG." not in op:
+    if base not in LOADS or ".STRONG." not in op:
         return False
     after = sass_of(pc + step) or ""
     return ".STRONG.SYS" in op or (base_opcode(after) == "CCTL" and "IVALL" in after) \

@@ -205,7 +205,9 @@ def _evidence(k: KernelProfile, run: Run, c: Contention, line: str | None) -> li
                   "min_l2_atomic_share": 0.5},
       metrics=(*ATOM_REQ, LD_REQ, "smsp__inst_executed.sum", L2_READS,
                *(f"{m}.{r}" for m in LTS_ATOM for r in ("sum", "avg", "max"))),
-      supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"))
+      supersedes=("latency.dependent-loads", "stalls.dominant-stall-reason", "memory.low-cache-hit-rate"),
+      # the sectors the contended updates scatter over are the same cause, not a layout to fix
+      explains=("memory.uncoalesced-global-access:atomic",))
 def _atomics(k: KernelProfile, run: Run) -> Iterable[Finding]:
     c = contention(k, run)
     if c is None:

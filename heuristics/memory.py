@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
-from kernelscope.models.profile import is_toolkit_header
+from kernelscope.models.profile import ATOMIC_EXCESS_SECTORS, is_toolkit_header
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
@@ -115,7 +115,11 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         what = f"each warp-wide global load touches {spr:.1f} sectors (4 for coalesced 32-bit loads)"
     else:
         return
-    line = hottest_line(k, EXCESS)
+    src = hottest_source(k, EXCESS)
+    line = src.label if src is not None else None
+    # the line's excess is its atomics' own (an update scattered by data touches a sector per lane): the topic lets
+    # memory.atomic-contention take this finding in where that rule names the same line's updates
+    atomic = src is not None and 2 * src.counters.get(ATOMIC_EXCESS_SECTORS, 0.0) >= src.counters.get(EXCESS, 0.0) > 0
     cached = _excess_from_cache(k, excess, total, run.th["cache_busier_pct"])
     # compute-bound: the SM near its peak and the memory side far from its own, so the wasted sectors spend
     # bandwidth the kernel does not need
@@ -126,10 +130,13 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
         sev = "info"
     yield run.finding(
         severity=sev, kernel=k.name,  # type: ignore[arg-type]
-        title="Uncoalesced global memory access", line=line, impact=min(1.0, value / 100) if metric.endswith("pct")
-        else None,
+        title="Uncoalesced global memory access", line=line, topic="atomic" if atomic else None,
+        impact=min(1.0, value / 100) if metric.endswith("pct") else None,
         diagnosis=(f"{k.name}: {what}; neighbouring threads read addresses far apart, so most of every sector "
                    "fetched is wasted bandwidth" + (f" (worst line {line})" if line else "") + "."
+                   + (" Most of that line's excess sectors are its atomic updates': each lane updates a target in a "
+                      "sector of its own, so only ordering the updates by target (or combining them on chip first) "
+                      "coalesces them." if atomic else "")
                    + (f" Here {cached}, so it costs no DRAM bandwidth and the caches are not the limit: not what "
                       "sets the time today." if cached else "")
                    + (f" The kernel is compute-bound (compute {sm:.0f}%, memory {mem:.0f}% of peak): the wasted "

@@ -29,6 +29,7 @@ from kernelscope.measure.sourcemap import (
 )
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
 from kernelscope.models.profile import (
+    ATOMIC_EXCESS_SECTORS,
     BARRIER_AFTER_POLL,
     CHAINED_LOAD_INST,
     GLOBAL_ATOMIC_INST,
@@ -168,6 +169,7 @@ _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
 GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
+EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive"  # per PC
 
 
 def _sass(action: Any, pc: int) -> str:
@@ -234,6 +236,8 @@ class _LineSums:
         if loc is None:
             return
         self.per_line[loc][name] += v
+        if name == EXCESS_SECTORS and base_opcode(self.sass_of(pc)) in GLOBAL_ATOMIC_OPCODES:
+            self.per_line[loc][ATOMIC_EXCESS_SECTORS] += v
         if name == BARRIER_SAMPLES:
             self._barrier_wait[pc] += v
         if pc != sampled and not name.endswith("_not_issued") and (was := self.site(sampled)) != loc:

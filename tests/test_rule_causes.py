@@ -751,3 +751,20 @@ def test_lanes_updating_one_address_are_contention() -> None:
     assert not rule.run(k.model_copy(update={"metrics": {**k.metrics, **reads}}))
     assert not rule.run(_planted2.kernel("146-trip-speed-grid-runs", "speed_grid_runs"))
     assert not rule.run(_planted2.kernel("148-healthy-instance-depth-stats", "instance_stats_warp"))
+
+
+def test_an_atomic_lines_own_scattered_sectors_merge_into_its_contention() -> None:
+    """Case 165 (recorded, dev): a HITS push scatters float64 atomicAdds over hub authorities; line 55's excess L2
+    sectors (17.5M of its 23.6M) all belong to its atomics. The uncoalesced finding there is the contention's own
+    scatter (topic 'atomic'), merged into the contention finding, which leads. Case 170's fixed twin (dev) scatters
+    with plain stores on line 73 (5% of that line's excess atomic): a layout finding of its own."""
+    push = _planted2.kernel("165-hits-authority-push-f64", "hits_auth_push")
+    [u] = REGISTRY["memory.uncoalesced-global-access"].run(push)
+    assert u.topic == "atomic" and u.line is not None and u.line.split()[0].endswith(":55")
+    [d] = diagnose_kernels([push])
+    lead = d.findings[0]
+    assert lead.rule == "memory.atomic-contention" and "memory.uncoalesced-global-access" in lead.explains
+    assert not [f for f in d.findings if f.rule == "memory.uncoalesced-global-access"]
+    [t] = REGISTRY["memory.uncoalesced-global-access"].run(
+        _planted2.kernel("170-lidar-pillar-max-height", "pillar_max_height_checked"))
+    assert t.topic is None and t.line is not None and t.line.split()[0].endswith(":73")

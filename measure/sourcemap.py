@@ -112,7 +112,7 @@ def call_site(pc: int, loc: Location | None, loc_of: Callable[[int], Location | 
 
 
 # ------------------------------------------------------------------------------------------ spin-waits
-WAIT_REACH = 8  # instructions before a barrier-stalled one searched for the barrier it waits on
+WAIT_REACH = 32  # instructions before a barrier-stalled one searched for the barrier it waits on
 _FLOW_ENDS = frozenset({"BRA", "BRX", "JMP", "JMX", "RET", "EXIT", "CALL"})
 
 
@@ -121,7 +121,7 @@ def waited_on(pc: int, sass_of: Callable[[int], str], ops: frozenset[str] | tupl
     """The synchronizing instruction (opcode in ``ops``, e.g. ``BAR``) a stall sampled at ``pc`` waits on: ``pc``
     itself, or the nearest one at most ``reach`` instructions before it in straight-line code. A deferred barrier
     (``BAR.SYNC.DEFER_BLOCKING``) lets the warp issue the independent instructions after it, so the wait is
-    sampled on the first one that depends on it, up to a few instructions on (and often on another source line).
+    sampled on the first one that depends on it, up to a dozen or more instructions on (often on another line).
     The search stops at an unconditional control transfer, above which ``pc`` is reached from elsewhere. None
     where no such instruction is found."""
     for i in range(reach + 1):

@@ -14,6 +14,7 @@ import pytest
 
 from kernelscope.heuristics import REGISTRY
 from kernelscope.heuristics.memory import has_code
+from kernelscope.heuristics.stalls import waits_on_other_blocks
 from kernelscope.measure.collector import collected_profile, load_collected
 from kernelscope.measure.ncu import _wait_owner, load_profile
 from kernelscope.measure.sourcemap import (
@@ -25,7 +26,7 @@ from kernelscope.measure.sourcemap import (
     written_registers,
 )
 from kernelscope.models import KernelProfile
-from kernelscope.models.profile import GLOBAL_ATOMIC_INST, is_toolkit_header
+from kernelscope.models.profile import BARRIER_AFTER_POLL, GLOBAL_ATOMIC_INST, is_toolkit_header
 
 FIX = Path(__file__).parent / "fixtures"
 CASE = "08-atomic-contention"
@@ -235,3 +236,16 @@ def test_an_atomic_finding_names_the_call_not_a_busier_load() -> None:
     assert busiest.line != atomic.line and "atomicAdd" in text[atomic.line - 1]
     [f] = REGISTRY["memory.atomic-contention"].run(k)
     assert [_line_no(f.line)] == _planted2.marked(case) == [atomic.line]
+
+
+def test_a_barrier_deferred_far_still_owns_its_wait() -> None:
+    """Case 177 (recorded, dev, healthy): the compiler schedules 13 independent instructions after the tile's last
+    BAR.SYNC.DEFER_BLOCKING (line 132), so its 19,379 barrier samples sit on the shared load 14 instructions on
+    (line 133). They belong to the barrier, which ends the phase in which warp 0 polls the earlier tiles: most of the
+    block's barrier wait is a wait on other blocks."""
+    k = _planted2.kernel("177-healthy-meter-segsum-window", "meter_segsum_window")
+    on = {_line_no(s.label): s.counters for s in k.source_lines}
+    assert on[132].get(BARRIER, 0.0) >= 19000 and not on.get(133, {}).get(BARRIER)
+    assert on[132].get(BARRIER_AFTER_POLL) == on[132][BARRIER]
+    share = waits_on_other_blocks(k)
+    assert share is not None and share[0] >= 0.7

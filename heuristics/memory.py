@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
-from kernelscope.models.profile import ATOMIC_EXCESS_SECTORS, is_toolkit_header
+from kernelscope.models.profile import ATOMIC_EXCESS_SECTORS, INDEXED_EXCESS_SECTORS, is_toolkit_header
 
 EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
@@ -93,10 +93,46 @@ def _excess_from_cache(k: KernelProfile, excess: float | None, total: float | No
             "excess sectors hit in L1/L2)")
 
 
+def spread_by_data(k: KernelProfile, run: Run) -> tuple[float, float] | None:
+    """(the share of the excess sectors that indexed accesses move, the L1 hit rate) where that share is the
+    majority and L1 hardly hits: a gather or scatter through an index (measure.sourcemap.indexed_access) whose
+    fetched sectors no thread reads again. Neighbouring threads' targets are then as spread as the data; no mapping
+    of threads to work coalesces them (a thread walking a run of its own re-reads its sectors, so L1 hits). None
+    where the reader did not follow the SASS or the kernel does not look so."""
+    excess = sum(s.counters.get(EXCESS, 0.0) for s in k.source_lines)
+    indexed = sum(s.counters.get(INDEXED_EXCESS_SECTORS, 0.0) for s in k.source_lines)
+    l1 = k.l1_hit_rate_pct
+    if excess <= 0 or l1 is None or indexed < run.th["indexed_share"] * excess or l1 >= run.th["reused_l1_hit_pct"]:
+        return None
+    return indexed / excess, l1
+
+
+_REMAP_FIXES = (
+    Fix(action="Make consecutive threads touch consecutive addresses (index with threadIdx.x in the fastest-varying "
+               "dimension; transpose the loop or the data layout, e.g. AoS -> SoA).",
+        expected_effect="sectors per request fall toward 4; DRAM traffic and time drop by up to the excess factor"),
+    Fix(action="Stage the access through shared memory: load a tile coalesced, then read it in the scattered order "
+               "(pad to avoid bank conflicts).",
+        expected_effect="global traffic becomes coalesced; the irregular part moves on-chip"),
+)
+_DATA_FIXES = (
+    Fix(action="Where the same indices serve many passes, reorder the data once: sort or bucket the indices by "
+               "target (or renumber the targets, e.g. a graph in BFS/RCM order) so that neighbouring threads touch "
+               "neighbouring targets.",
+        expected_effect="targets share sectors; DRAM traffic falls toward the data's own size"),
+    Fix(action="Move whole records per index where the job allows (16 bytes or more a lane: a row, a struct), so each "
+               "scattered sector is used in full.",
+        expected_effect="the same number of scattered sectors carries more useful bytes"),
+)
+
+
 @rule("memory.uncoalesced-global-access", family="memory", scope="ncu",
-      description="Global accesses touch more 32-byte sectors than the data they use needs.",
+      description="Global accesses touch more 32-byte sectors than the data they use needs; a note where the "
+                  "spread is the data's (most excess sectors are a gather or scatter through an index, and L1 "
+                  "hardly hits: no thread reads its sectors again, so no mapping of threads coalesces them).",
       thresholds={"warning_excess_pct": 20.0, "high_excess_pct": 50.0, "sectors_per_request": 8.0,
-                  "cache_busier_pct": 10.0, "busy_sm_pct": 60.0, "idle_memory_pct": 40.0},
+                  "cache_busier_pct": 10.0, "busy_sm_pct": 60.0, "idle_memory_pct": 40.0, "indexed_share": 0.5,
+                  "reused_l1_hit_pct": 33.0},
       metrics=(DRAM_PCT,),
       explains=("memory.dram-saturated",))  # the wasted sectors are what fills the memory system
 def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
@@ -126,7 +162,8 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
     sm, mem = k.sm_throughput_pct, k.memory_throughput_pct
     spare = (not cached and sm is not None and mem is not None and sm >= run.th["busy_sm_pct"]
              and mem < run.th["idle_memory_pct"])
-    if cached or spare:
+    spread = spread_by_data(k, run)
+    if cached or spare or spread:
         sev = "info"
     yield run.finding(
         severity=sev, kernel=k.name,  # type: ignore[arg-type]
@@ -140,18 +177,14 @@ def _uncoalesced(k: KernelProfile, run: Run) -> Iterable[Finding]:
                    + (f" Here {cached}, so it costs no DRAM bandwidth and the caches are not the limit: not what "
                       "sets the time today." if cached else "")
                    + (f" The kernel is compute-bound (compute {sm:.0f}%, memory {mem:.0f}% of peak): the wasted "
-                      "bandwidth is not what sets the time today." if spare else "")),
+                      "bandwidth is not what sets the time today." if spare else "")
+                   + (f" {100 * spread[0]:.0f}% of the excess sectors are a gather or scatter through an index (an "
+                      f"address loaded just before), and L1 hits only {spread[1]:.0f}% of the time, so no thread "
+                      "reads those sectors again: the targets are as spread as the data, which no mapping of threads "
+                      "to work changes. Only reordering the data would." if spread else "")),
         evidence=[Evidence(metric=metric, value=value, threshold=threshold, source="ncu", kernel=k.name, line=line),
                   Evidence(metric="global_load_sectors_per_request", value=spr, source="ncu", kernel=k.name)],
-        fixes=[
-            Fix(action="Make consecutive threads touch consecutive addresses (index with threadIdx.x in the "
-                       "fastest-varying dimension; transpose the loop or the data layout, e.g. AoS -> SoA).",
-                expected_effect="sectors per request fall toward 4; DRAM traffic and time drop by up to the "
-                                "excess factor"),
-            Fix(action="Stage the access through shared memory: load a tile coalesced, then read it in the "
-                       "scattered order (pad to avoid bank conflicts).",
-                expected_effect="global traffic becomes coalesced; the irregular part moves on-chip"),
-        ],
+        fixes=list(_DATA_FIXES if spread else _REMAP_FIXES),
     )
 
 

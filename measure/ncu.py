@@ -18,11 +18,13 @@ from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
 from kernelscope.measure.sourcemap import (
+    ATOMICS,
     LOADS,
     barriers_after_polls,
     base_opcode,
     call_site,
     chained_load,
+    indexed_access,
     opcode,
     polls,
     waited_on,
@@ -34,6 +36,7 @@ from kernelscope.models.profile import (
     CHAINED_LOAD_INST,
     GLOBAL_ATOMIC_INST,
     GLOBAL_LOAD_INST,
+    INDEXED_EXCESS_SECTORS,
     POLL_INST,
 )
 from kernelscope.sandbox.paths import resolve_user_path
@@ -168,7 +171,6 @@ BARRIER_SAMPLES = "smsp__pcsamp_warps_issue_stalled_barrier"
 _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
-GLOBAL_ATOMIC_OPCODES = frozenset({"ATOM", "ATOMG", "RED", "REDG"})
 EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive"  # per PC
 
 
@@ -236,8 +238,11 @@ class _LineSums:
         if loc is None:
             return
         self.per_line[loc][name] += v
-        if name == EXCESS_SECTORS and base_opcode(self.sass_of(pc)) in GLOBAL_ATOMIC_OPCODES:
-            self.per_line[loc][ATOMIC_EXCESS_SECTORS] += v
+        if name == EXCESS_SECTORS and v:
+            if base_opcode(self.sass_of(pc)) in ATOMICS:
+                self.per_line[loc][ATOMIC_EXCESS_SECTORS] += v
+            if indexed_access(pc, self.sass_of):
+                self.per_line[loc][INDEXED_EXCESS_SECTORS] += v
         if name == BARRIER_SAMPLES:
             self._barrier_wait[pc] += v
         if pc != sampled and not name.endswith("_not_issued") and (was := self.site(sampled)) != loc:
@@ -255,7 +260,7 @@ class _LineSums:
         if op == "BAR" and ".ARV" not in full:
             self._barriers.add(pc)
         polled = polls(pc, self.sass_of)  # an atomic can be a poll: a read that spins on other blocks' writes
-        if op in GLOBAL_ATOMIC_OPCODES and not polled:
+        if op in ATOMICS and not polled:
             counters[GLOBAL_ATOMIC_INST] += v
         elif polled:
             counters[POLL_INST] += v

@@ -32,6 +32,8 @@ CALL_SITE_REACH = 16  # instructions searched on each side of an inlined header 
 _REG = re.compile(r"\bR(\d+)(\.64|\.128)?\b")
 _WIDTH = {None: 1, ".64": 2, ".128": 4}
 LOADS = frozenset({"LDG", "LD"})  # global and generic loads (not shared, local or constant)
+STORES = frozenset({"STG", "ST"})  # global and generic stores
+ATOMICS = frozenset({"ATOM", "ATOMG", "RED", "REDG"})  # global atomics and reductions
 
 
 def opcode(sass: str) -> str:
@@ -323,6 +325,39 @@ def _loop_around(pc: int, sass_of: Callable[[int], str], step: int, reach: int) 
     return None
 
 
+def _pass_of(pc: int, sass_of: Callable[[int], str], step: int, reach: int) -> tuple[list[int], tuple[int, int] | None]:
+    """The PCs of one pass over the code that runs the instruction at ``pc`` (the body of the innermost loop around
+    it, else the CHAIN_WINDOW straight-line instructions up to it), and that loop (None where there is none)."""
+    loop = _loop_around(pc, sass_of, step, reach)
+    if loop is not None:
+        return list(range(loop[0], loop[1] + step, step)), loop
+    body = [q for q in range(pc - CHAIN_WINDOW * step, pc + step, step) if q >= 0]
+    while body and not sass_of(body[0]):
+        body = body[1:]
+    return body, None
+
+
+def indexed_access(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
+                   reach: int = LOOP_REACH) -> bool:
+    """Whether the global load, store or atomic at ``pc`` takes its address from a value a global load produced
+    in the same pass (a gather ``w[id[i]]``, a scatter ``out[rank[i]] = v``): its neighbouring lanes' addresses are
+    as spread as that data. An address that only steps through a run (an induction variable, its base loaded
+    before the loop) is not indexed."""
+    text = sass_of(pc) or ""
+    if base_opcode(text) not in LOADS | STORES | ATOMICS:
+        return False
+    body, _ = _pass_of(pc, sass_of, step, reach)
+    loaded: set[str] = set()  # tokens that derive from a global load's value in this pass
+    for q in body:
+        t = sass_of(q) or ""
+        reads, writes, guard = _effects(t)
+        if q == pc:
+            return bool(_address_tokens(t) & loaded)
+        derived = base_opcode(t) in LOADS or bool((reads | ({guard} if guard else set())) & loaded)
+        loaded = (loaded | writes) if derived else (loaded - writes)
+    return False
+
+
 def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRUCTION_BYTES,
                  reach: int = LOOP_REACH) -> bool:
     """Whether the global load at ``pc`` waits for an earlier load's value to know its address: a chain of
@@ -339,13 +374,7 @@ def chained_load(pc: int, sass_of: Callable[[int], str], step: int = SASS_INSTRU
     text = sass_of(pc) or ""
     if base_opcode(text) not in LOADS:
         return False
-    loop = _loop_around(pc, sass_of, step, reach)
-    if loop is not None:
-        body = list(range(loop[0], loop[1] + step, step))
-    else:
-        body = [q for q in range(pc - CHAIN_WINDOW * step, pc + step, step) if q >= 0]
-        while body and not sass_of(body[0]):
-            body = body[1:]
+    body, loop = _pass_of(pc, sass_of, step, reach)
     texts = [sass_of(q) or "" for q in body]
 
     def walk(state: dict[str, int], carried: set[str] | None) -> bool:

@@ -43,6 +43,9 @@ GLOBAL_LOAD_INST = "derived__inst_executed_global_load"
 # and the excess L2 sectors (derived__memory_l2_theoretical_sectors_global_excessive) of the line's global atomic and
 # reduction instructions alone: an update scattered over many targets moves a sector per lane by its nature
 ATOMIC_EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive_atomic"
+# and those of the line's indexed accesses alone (measure.sourcemap.indexed_access: a load, store or atomic whose
+# address comes from a value loaded in the same pass, a gather or scatter through an index)
+INDEXED_EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive_indexed"
 # barrier stall samples at a barrier that ends a phase in which the block polls (a POLL_INST instruction between the
 # previous barrier and this one, in program order): the block waits there for the warp that waits for other blocks
 BARRIER_AFTER_POLL = "derived__pcsamp_barrier_after_poll"

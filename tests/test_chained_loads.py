@@ -10,9 +10,10 @@ import pytest
 
 from kernelscope.heuristics import REGISTRY
 from kernelscope.heuristics.latency import chained_share
-from kernelscope.measure.sourcemap import chained_load
+from kernelscope.heuristics.pipeline import diagnose_kernels
+from kernelscope.measure.sourcemap import chained_load, indexed_access
 from kernelscope.models import MetricValue
-from kernelscope.models.profile import CHAINED_LOAD_INST
+from kernelscope.models.profile import CHAINED_LOAD_INST, INDEXED_EXCESS_SECTORS
 
 # while (lo < hi) { int mid = (lo + hi) >> 1; if (a[mid] < key) lo = mid + 1; else hi = mid; }  (key = q[t] before)
 SEARCH = """\
@@ -151,3 +152,72 @@ def test_a_shown_chain_is_named_under_the_roof_only() -> None:
                                            MetricValue(value=100 * (k.num("smsp__sass_inst_executed_op_global_ld.sum")
                                                                     or 0.0))}})
     assert not rule.run(few.model_copy(update={"memory_throughput_pct": 50.0}))  # a small share of the loads
+
+
+# out[rank[i]] = v[i] (nvcc 13, sm_90): the store's address is the loaded rank
+SCATTER = """\
+00b0 IMAD.WIDE R4, R7, 0x4, R4
+00c0 LDG.E.CONSTANT R5, desc[UR4][R4.64]
+00d0 IMAD.WIDE R2, R7, 0x4, R2
+00e0 LDC.64 R6, c[0x0][0x220]
+00f0 LDG.E.CONSTANT R3, desc[UR4][R2.64]
+0100 IMAD.WIDE R6, R5, 0x4, R6
+0110 STG.E desc[UR4][R6.64], R3
+0120 EXIT"""
+
+# for (j = ptr[r]; j < ptr[r + 1]; ++j) s += v[j];  a thread walks its row: ptr[r] is loaded before the loop,
+# inside it the address only steps
+ROW_WALK = """\
+00a0 IMAD.WIDE R2, R5, 0x4, R2
+00b0 LDG.E.CONSTANT R0, desc[UR4][R2.64]
+00c0 LDG.E.CONSTANT R7, desc[UR4][R2.64+0x4]
+00d0 BSSY B0, 0x1e0
+00e0 IMAD.MOV.U32 R9, RZ, RZ, RZ
+00f0 ISETP.GE.AND P0, PT, R0, R7, PT
+0100 @P0 BRA 0x1d0
+0110 LDC.64 R2, c[0x0][0x218]
+0120 IMAD.MOV.U32 R9, RZ, RZ, RZ
+0130 IMAD.WIDE R2, R0, 0x4, R2
+0140 MOV R4, R2
+0150 IMAD.MOV.U32 R2, RZ, RZ, R4
+0160 LDG.E.CONSTANT R2, desc[UR4][R2.64]
+0170 IADD3 R0, R0, 0x1, RZ
+0180 IADD3 R4, P1, R4, 0x4, RZ
+0190 ISETP.GE.AND P0, PT, R0, R7, PT
+01a0 IMAD.X R3, RZ, RZ, R3, P1
+01b0 FADD R9, R2, R9
+01c0 @!P0 BRA 0x150
+01d0 BSYNC B0
+01e0 EXIT"""
+
+
+def test_gathers_and_scatters_through_an_index_are_indexed() -> None:
+    scatter = _code(SCATTER)
+    assert indexed_access(0x110, scatter)  # the store to out[rank[i]]
+    assert not indexed_access(0xC0, scatter) and not indexed_access(0xF0, scatter)  # rank[i], v[i]: streams
+    gather = _code(GATHER)
+    assert indexed_access(0x2F0, gather) and not indexed_access(0x2A0, gather)  # x[col[j]] in a loop; col[j]
+    walk = _code(ROW_WALK)
+    assert not indexed_access(0x160, walk)  # v[j]: its base was loaded before the loop; inside it only steps
+    assert not indexed_access(0xB0, walk)
+
+
+def test_a_spread_gather_is_a_note_and_a_thread_walking_its_run_is_not() -> None:
+    """Cases 193 and 194 (recorded, dev, healthy): weights gathered through hashed ids and a permutation scattered a
+    key at a time; all of their excess sectors are indexed accesses and L1 hits 0-1%: the spread is the data's, a
+    note with data-order fixes. Case 199 (dev, planted): a thread per embedding bag walks each row one float at a
+    time; 91% of its excess is indexed, but L1 hits 75% (each lane re-reads its row's sectors): a remap fixes it."""
+    rule = REGISTRY["memory.uncoalesced-global-access"]
+    for case, name in (("193-healthy-ctr-hashed-scores-group8", "ctr_score_group8"),
+                       ("194-healthy-sort-apply-ranks-scatter", "apply_ranks_vec4")):
+        k = _planted2.kernel(case, name)
+        [f] = rule.run(k)
+        assert f.severity == "info" and "spread as the data" in f.diagnosis and "sort" in f.fixes[0].action
+        assert not [g for g in diagnose_kernels([k])[0].findings if g.severity != "info"]
+        hits = k.model_copy(update={"l1_hit_rate_pct": 60.0})  # stated: the same sectors re-read
+        assert rule.run(hits)[0].severity == "high"
+    bag = _planted2.kernel("199-embbag-weighted-thread-per-bag", "embbag_thread_per_bag")
+    [f] = rule.run(bag)
+    assert f.severity == "high" and "threadIdx.x" in f.fixes[0].action
+    indexed = sum(s.counters.get(INDEXED_EXCESS_SECTORS, 0.0) for s in bag.source_lines)
+    assert indexed >= 0.9 * (bag.num("derived__memory_l2_theoretical_sectors_global_excessive") or 0.0)

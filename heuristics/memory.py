@@ -8,8 +8,8 @@ from kernelscope.heuristics.classify import DRAM_PCT, fp32_flops
 from kernelscope.heuristics.registry import Run, rule
 from kernelscope.models import Evidence, Finding, Fix, KernelProfile, SourceLineCounters
 from kernelscope.models.profile import ATOMIC_EXCESS_SECTORS, INDEXED_EXCESS_SECTORS, is_toolkit_header
+from kernelscope.models.profile import EXCESS_SECTORS as EXCESS
 
-EXCESS = "derived__memory_l2_theoretical_sectors_global_excessive"
 TOTAL = "memory_l2_theoretical_sectors_global"
 SECTOR_BYTES = 32
 

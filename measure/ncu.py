@@ -34,6 +34,7 @@ from kernelscope.models.profile import (
     ATOMIC_EXCESS_SECTORS,
     BARRIER_AFTER_POLL,
     CHAINED_LOAD_INST,
+    EXCESS_SECTORS,
     GLOBAL_ATOMIC_INST,
     GLOBAL_LOAD_INST,
     INDEXED_EXCESS_SECTORS,
@@ -171,7 +172,6 @@ BARRIER_SAMPLES = "smsp__pcsamp_warps_issue_stalled_barrier"
 _WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
 
 
-EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive"  # per PC
 
 
 def _sass(action: Any, pc: int) -> str:

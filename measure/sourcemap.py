@@ -341,20 +341,23 @@ def indexed_access(pc: int, sass_of: Callable[[int], str], step: int = SASS_INST
                    reach: int = LOOP_REACH) -> bool:
     """Whether the global load, store or atomic at ``pc`` takes its address from a value a global load produced
     in the same pass (a gather ``w[id[i]]``, a scatter ``out[rank[i]] = v``): its neighbouring lanes' addresses are
-    as spread as that data. An address that only steps through a run (an induction variable, its base loaded
-    before the loop) is not indexed."""
+    as spread as that data. In a loop the index may come from the previous iteration's load (the compiler loads
+    the next index ahead), so the loop body is walked twice. An address that only steps through a run (an
+    induction variable, its base loaded before the loop) is not indexed."""
     text = sass_of(pc) or ""
     if base_opcode(text) not in LOADS | STORES | ATOMICS:
         return False
-    body, _ = _pass_of(pc, sass_of, step, reach)
-    loaded: set[str] = set()  # tokens that derive from a global load's value in this pass
-    for q in body:
-        t = sass_of(q) or ""
-        reads, writes, guard = _effects(t)
-        if q == pc:
-            return bool(_address_tokens(t) & loaded)
-        derived = base_opcode(t) in LOADS or bool((reads | ({guard} if guard else set())) & loaded)
-        loaded = (loaded | writes) if derived else (loaded - writes)
+    body, loop = _pass_of(pc, sass_of, step, reach)
+    loaded: set[str] = set()  # tokens that derive from a global load's value
+    passes = 2 if loop is not None else 1
+    for i in range(passes):
+        for q in body:
+            t = sass_of(q) or ""
+            reads, writes, guard = _effects(t)
+            if q == pc and i == passes - 1:
+                return bool(_address_tokens(t) & loaded)
+            derived = base_opcode(t) in LOADS or bool((reads | ({guard} if guard else set())) & loaded)
+            loaded = (loaded | writes) if derived else (loaded - writes)
     return False
 
 

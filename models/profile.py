@@ -40,8 +40,10 @@ POLL_INST = "derived__inst_executed_poll"
 CHAINED_LOAD_INST = "derived__inst_executed_chained_load"
 # and the global and generic loads on the line, chained or not (its presence says the reader followed the SASS)
 GLOBAL_LOAD_INST = "derived__inst_executed_global_load"
-# and the excess L2 sectors (derived__memory_l2_theoretical_sectors_global_excessive) of the line's global atomic and
-# reduction instructions alone: an update scattered over many targets moves a sector per lane by its nature
+# Nsight Compute's per-PC excess L2 sectors (those beyond what the accessed bytes need); and, our own, those of the
+# line's global atomic and reduction instructions alone: an update scattered over many targets moves a sector per
+# lane by its nature
+EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive"
 ATOMIC_EXCESS_SECTORS = "derived__memory_l2_theoretical_sectors_global_excessive_atomic"
 # and those of the line's indexed accesses alone (measure.sourcemap.indexed_access: a load, store or atomic whose
 # address comes from a value loaded in the same pass, a gather or scatter through an index)

@@ -197,6 +197,11 @@ def test_gathers_and_scatters_through_an_index_are_indexed() -> None:
     assert not indexed_access(0xC0, scatter) and not indexed_access(0xF0, scatter)  # rank[i], v[i]: streams
     gather = _code(GATHER)
     assert indexed_access(0x2F0, gather) and not indexed_access(0x2A0, gather)  # x[col[j]] in a loop; col[j]
+    # the next index loaded at the end of the body, used at the top of the next iteration
+    ahead = _code("0100 IMAD.WIDE R4, R9, 0x4, R2\n0110 LDG.E R6, desc[UR4][R4.64]\n0120 IADD3 R10, P0, R10, 0x4, RZ\n"
+                  "0130 IMAD.X R11, RZ, RZ, R11, P0\n0140 LDG.E R9, desc[UR4][R10.64]\n0150 FADD R8, R8, R6\n"
+                  "0160 ISETP.NE.AND P1, PT, R10, R12, PT\n0170 @P1 BRA 0x100\n0180 EXIT")
+    assert indexed_access(0x110, ahead) and not indexed_access(0x140, ahead)
     walk = _code(ROW_WALK)
     assert not indexed_access(0x160, walk)  # v[j]: its base was loaded before the loop; inside it only steps
     assert not indexed_access(0xB0, walk)

@@ -331,9 +331,13 @@ def ncu_advice_missing(kernels: list[str]) -> str | None:
     return (f"Nsight Compute's own advice is missing for {names}: they were measured by the CUPTI collector in the "
             "program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no guided-analysis "
             "rule results: its occupancy, launch, memory-access and warp-state advice with estimated speedups), and "
-            "the memory tables of its MemoryWorkloadAnalysis section are not there; kernelscope's own rules above "
-            "cover the same ground from the same metrics. Call analyze with light='ncu' to measure under Nsight "
-            "Compute and add its advice (one profiler run more).")
+            "the memory tables of its MemoryWorkloadAnalysis section are not there. kernelscope's own rules above "
+            "cover the same ground from the same metrics, except where they read the SASS behind each source line, "
+            "which only Nsight Compute's report carries: a warp spinning on other blocks' writes (a decoupled "
+            "look-back's barrier wait told from badly placed barriers), loads chained on earlier loads, a gather "
+            "or scatter spread by its data, an atomic's own scattered sectors, and the wait of a deferred barrier "
+            "sampled instructions after it. Call analyze with light='ncu' to measure under Nsight Compute and add "
+            "its advice and that reading (one profiler run more).")
 
 
 def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:

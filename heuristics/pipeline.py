@@ -322,22 +322,27 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int |
     return diags, groups
 
 
-def ncu_advice_missing(kernels: list[str]) -> str | None:
+def ncu_advice_missing(kernels: list[str], sass_read: bool = False) -> str | None:
     """What the answer says of kernels the CUPTI collector measured without Nsight Compute: its own advice (rule
-    results) is missing for them, what that advice is, and how to get it; None for no such kernel."""
+    results) is missing for them, what that advice is, and how to get it; and, where the binary's SASS could not
+    be read (``sass_read`` False: an eval candidate's extension), the per-line reading of it that is missing too.
+    None for no such kernel."""
     if not kernels:
         return None
     names = ", ".join(kernels[:10]) + (f" and {len(kernels) - 10} more" if len(kernels) > 10 else "")
+    own = ("kernelscope's own rules above cover the same ground from the same metrics and the SASS behind each "
+           "source line, read from the compiled binary." if sass_read else
+           "kernelscope's own rules above cover the same ground from the same metrics, except where they read the "
+           "SASS behind each source line, which this run could not give (the binary that ran was not read): a warp "
+           "spinning on other blocks' writes (a decoupled look-back's barrier wait told from badly placed "
+           "barriers), loads chained on earlier loads, a gather or scatter spread by its data, an atomic's own "
+           "scattered sectors, and the wait of a deferred barrier sampled instructions after it.")
     return (f"Nsight Compute's own advice is missing for {names}: they were measured by the CUPTI collector in the "
             "program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no guided-analysis "
             "rule results: its occupancy, launch, memory-access and warp-state advice with estimated speedups), and "
-            "the memory tables of its MemoryWorkloadAnalysis section are not there. kernelscope's own rules above "
-            "cover the same ground from the same metrics, except where they read the SASS behind each source line, "
-            "which only Nsight Compute's report carries: a warp spinning on other blocks' writes (a decoupled "
-            "look-back's barrier wait told from badly placed barriers), loads chained on earlier loads, a gather "
-            "or scatter spread by its data, an atomic's own scattered sectors, and the wait of a deferred barrier "
-            "sampled instructions after it. Call analyze with light='ncu' to measure under Nsight Compute and add "
-            "its advice and that reading (one profiler run more).")
+            f"the memory tables of its MemoryWorkloadAnalysis section are not there. {own} Call analyze with "
+            "light='ncu' to measure under Nsight Compute and add its advice"
+            + ("" if sass_read else " and that reading") + " (one profiler run more).")
 
 
 def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelscope.config import Settings
 from kernelscope.measure.cupti import build_metrics_collector
+from kernelscope.measure.lines import LineSums
 from kernelscope.measure.ncu import KEY_METRICS, derived_fields, key_fields, rule_metrics
 from kernelscope.models import KernelProfile, KernelResources, MetricValue, Profile, SourceLineCounters
 from kernelscope.sandbox.process import Limits, ProcessResult, run_process
@@ -318,25 +319,51 @@ def occupancy_limits(regs: int | None, block: int, smem: int | None, dyn_smem: i
     return out
 
 
-def source_counters(src: CollectedSource) -> tuple[dict[tuple[str, int], dict[str, float]], dict[str, float]]:
+def _pc_counts(pc: CollectedPc, reasons: list[str], names: list[str]) -> dict[str, float]:
+    """One instruction's record under Nsight Compute's source-counter names, with its sample count."""
+    counts: dict[str, float] = {}
+    for reason, n in zip(reasons, pc.stall, strict=False):
+        if n:
+            counts[reason] = counts.get(reason, 0.0) + n
+    if "smsp__pcsamp_sample_count" not in counts:  # every sample has one reason; *_not_issued are subsets
+        n = sum(v for k, v in counts.items() if k.startswith(SAMPLED) and not k.endswith("_not_issued"))
+        if n:
+            counts["smsp__pcsamp_sample_count"] = n
+    for name, v in zip(names, pc.sass, strict=False):
+        if v:
+            counts[name] = counts.get(name, 0.0) + v
+    return counts
+
+
+def _derived_lines(src: CollectedSource, names: list[str], sass_of: Callable[[int], str]
+                   ) -> dict[tuple[str, int], dict[str, float]]:
+    """The per-line sums with the counters derived from each instruction's SASS (measure.lines.LineSums), as
+    Nsight Compute's reader makes them: the excess per instruction, stall samples on the barrier they wait at."""
+    where = {pc.pc: (pc.file, pc.line) if pc.line > 0 and pc.file else None for pc in src.pcs}
+    sums = LineSums(where.get, sass_of)
+    for pc in src.pcs:
+        counts = _pc_counts(pc, src.reasons, names)
+        for derived, measured, ideal in EXCESS:
+            if measured in counts:
+                counts[derived] = max(0.0, counts[measured] - counts.get(ideal, 0.0))
+        for k, v in counts.items():
+            if v:
+                sums.add(k, pc.pc, v)
+    return {loc: dict(c) for loc, c in sums.finish().items()}
+
+
+def source_counters(src: CollectedSource, sass_of: Callable[[int], str] | None = None
+                    ) -> tuple[dict[tuple[str, int], dict[str, float]], dict[str, float]]:
     """A deep launch's per-instruction records summed by source line, under Nsight Compute's source-counter
     names (the SASS metrics as SASS_TO_SOURCE names them, the PC samples by stall reason as CUPTI names them,
-    which are ncu's), with ncu's derived excess; and the kernel's totals of the same."""
+    which are ncu's), with ncu's derived excess; and the kernel's totals of the same. With ``sass_of`` (PC offset
+    in the function -> SASS text, from the binary that ran), the lines also get the counters Nsight Compute's
+    reader derives from the SASS (measure.lines)."""
     names = [SASS_TO_SOURCE.get(m, m) for m in src.sass_metrics]
     per_line: dict[tuple[str, int], dict[str, float]] = {}
     totals: dict[str, float] = {}
     for pc in src.pcs:
-        counts: dict[str, float] = {}
-        for reason, n in zip(src.reasons, pc.stall, strict=False):
-            if n:
-                counts[reason] = counts.get(reason, 0.0) + n
-        if "smsp__pcsamp_sample_count" not in counts:  # every sample has one reason; *_not_issued are subsets
-            n = sum(v for k, v in counts.items() if k.startswith(SAMPLED) and not k.endswith("_not_issued"))
-            if n:
-                counts["smsp__pcsamp_sample_count"] = n
-        for name, v in zip(names, pc.sass, strict=False):
-            if v:
-                counts[name] = counts.get(name, 0.0) + v
+        counts = _pc_counts(pc, src.reasons, names)
         for k, v in counts.items():
             totals[k] = totals.get(k, 0.0) + v
         if pc.line > 0 and pc.file:
@@ -347,14 +374,16 @@ def source_counters(src: CollectedSource) -> tuple[dict[tuple[str, int], dict[st
         for d in [*per_line.values(), totals]:
             if measured in d:
                 d[derived] = max(0.0, d[measured] - d.get(ideal, 0.0))
+    if sass_of is not None:
+        per_line = _derived_lines(src, names, sass_of)
     return per_line, totals
 
 
-def source_lines(src: CollectedSource, texts: dict[str, list[str]] | None = None, top: int = 10
-                 ) -> tuple[list[SourceLineCounters], dict[str, float]]:
+def source_lines(src: CollectedSource, texts: dict[str, list[str]] | None = None, top: int = 10,
+                 sass_of: Callable[[int], str] | None = None) -> tuple[list[SourceLineCounters], dict[str, float]]:
     """The hottest source lines by PC samples (ncu keeps the same), with their code where ``texts`` (file name
-    or base name -> lines) has it; and the kernel's totals."""
-    per_line, totals = source_counters(src)
+    or base name -> lines) has it; and the kernel's totals. ``sass_of``: see source_counters."""
+    per_line, totals = source_counters(src, sass_of)
     ranked = sorted(per_line.items(), key=lambda kv: -kv[1].get("smsp__pcsamp_sample_count", 0.0))
     # lines that only the SASS metrics saw (never sampled) still carry their excess: keep the worst of them too
     shown = {loc for loc, _ in ranked[:top]}
@@ -371,7 +400,8 @@ def source_lines(src: CollectedSource, texts: dict[str, list[str]] | None = None
 
 def launch_profile(i: int, ln: CollectedLaunch, dev: DeviceInfo, kept: list[str],
                    resources: dict[str, KernelResources] | None = None, source: CollectedSource | None = None,
-                   texts: dict[str, list[str]] | None = None) -> KernelProfile:
+                   texts: dict[str, list[str]] | None = None,
+                   sass: Mapping[str, Mapping[int, str]] | None = None) -> KernelProfile:
     """One collected launch as a KernelProfile, with ncu's launch metrics computed from its configuration:
     registers and static shared memory come from the driver, else from the compile's ptxas report. A deep
     launch's source passes give its source lines and the source-derived totals."""
@@ -406,7 +436,8 @@ def launch_profile(i: int, ln: CollectedLaunch, dev: DeviceInfo, kept: list[str]
         metrics[m] = MetricValue(value=v, unit=unit)
     lines: list[SourceLineCounters] = []
     if source is not None:
-        lines, totals = source_lines(source, texts)
+        listing = (sass or {}).get(ln.name)
+        lines, totals = source_lines(source, texts, sass_of=(lambda pc: listing.get(pc, "")) if listing else None)
         for m in SOURCE_TOTALS:
             if m in totals:
                 metrics[m] = MetricValue(value=totals[m], unit=None)
@@ -415,11 +446,15 @@ def launch_profile(i: int, ln: CollectedLaunch, dev: DeviceInfo, kept: list[str]
 
 
 def collected_profile(c: Collected, resources: dict[str, KernelResources] | None = None,
-                      report: str = "collector", texts: dict[str, list[str]] | None = None) -> Profile:
+                      report: str = "collector", texts: dict[str, list[str]] | None = None,
+                      sass: Mapping[str, Mapping[int, str]] | None = None) -> Profile:
     """Every profiled launch as a KernelProfile, in launch order (the shape ``load_profile`` gives an ncu
-    report), keeping every metric the rules read (None where not collected)."""
+    report), keeping every metric the rules read (None where not collected). ``sass`` (mangled kernel name -> PC
+    offset -> SASS text, from the binary that ran: tools.sass.instruction_maps) lets the source lines carry the
+    counters Nsight Compute's reader derives from the SASS."""
     kept = list(dict.fromkeys([*KEY_METRICS.values(), *rule_metrics(), *STALL_METRICS]))
     launches = sorted(c.launches, key=lambda ln: ln.seq)
     by_seq = {src.seq: src for src in c.sources}
-    return Profile(report=report, kernels=[launch_profile(i, ln, c.device, kept, resources, by_seq.get(ln.seq), texts)
-                                           for i, ln in enumerate(launches)])
+    return Profile(report=report, kernels=[
+        launch_profile(i, ln, c.device, kept, resources, by_seq.get(ln.seq), texts, sass)
+        for i, ln in enumerate(launches)])

@@ -8,8 +8,6 @@ are summed per source line where the kernel was built with ``-lineinfo``.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +15,9 @@ from kernelscope.artifacts import check_id, get_store
 from kernelscope.config import get_settings
 from kernelscope.errors import InputError, NotAvailable
 from kernelscope.heuristics import REGISTRY, load_all
-from kernelscope.measure.sourcemap import (
-    ATOMICS,
-    LOADS,
-    barriers_after_polls,
-    base_opcode,
-    call_site,
-    chained_load,
-    indexed_access,
-    opcode,
-    polls,
-    waited_on,
-)
+from kernelscope.measure.lines import SAMPLES, LineSums, Location
 from kernelscope.models import KernelProfile, MetricValue, NcuRuleResult, Profile, SourceLineCounters
-from kernelscope.models.profile import (
-    ATOMIC_EXCESS_SECTORS,
-    BARRIER_AFTER_POLL,
-    CHAINED_LOAD_INST,
-    EXCESS_SECTORS,
-    GLOBAL_ATOMIC_INST,
-    GLOBAL_LOAD_INST,
-    INDEXED_EXCESS_SECTORS,
-    POLL_INST,
-)
+from kernelscope.models.profile import CHAINED_LOAD_INST, GLOBAL_ATOMIC_INST, POLL_INST
 from kernelscope.sandbox.paths import resolve_user_path
 
 # typed field -> ncu metric
@@ -165,15 +143,6 @@ def _rules(action: Any) -> list[NcuRuleResult]:
     return out
 
 
-# stalls a warp waits out with its PC already on the next instruction: the wait belongs to the synchronizing
-# instruction before it (a BAR for barrier stalls, a MEMBAR for memory-barrier ones), not to whatever follows
-SAMPLES = "smsp__pcsamp_sample_count"
-BARRIER_SAMPLES = "smsp__pcsamp_warps_issue_stalled_barrier"
-_WAIT_AFTER = {"barrier": frozenset({"BAR"}), "membar": frozenset({"MEMBAR"})}
-
-
-
-
 def _sass(action: Any, pc: int) -> str:
     """The SASS text of the instruction at ``pc``, '' if unknown."""
     try:
@@ -182,106 +151,19 @@ def _sass(action: Any, pc: int) -> str:
         return ""
 
 
-def _wait_owner(name: str, pc: int, sass_of: Callable[[int], str]) -> int:
-    """The PC a per-PC sample of ``name`` belongs to: for a barrier-like stall sampled on an instruction after the
-    synchronizing one (measure.sourcemap.waited_on), that instruction; else ``pc``."""
-    for reason, ops in _WAIT_AFTER.items():
-        if name.endswith((f"_stalled_{reason}", f"_stalled_{reason}_not_issued")):
-            owner = waited_on(pc, sass_of, ops)
-            return pc if owner is None else owner
-    return pc
-
-
-Location = tuple[str, int]
-
-
-class _LineSums:
-    """Per-PC metric values summed by source line, with the derived per-line counters the reader adds from each
-    instruction's SASS (models.profile: global atomics, polls, global and chained loads, barrier waits after a
-    poll). Barrier and memory-barrier stall samples that sit on an instruction after the barrier (a deferred
-    barrier blocks at the first instruction that needs it) count on the barrier's line, their samples with them;
-    instructions inlined from a toolkit header count on their call site's (measure.sourcemap)."""
-
-    def __init__(self, action: Any) -> None:
-        self.action = action
-        self.per_line: dict[Location, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self._locs: dict[int, Location | None] = {}
-        self._texts: dict[int, str] = {}
-        self._sites: dict[int, Location | None] = {}
-        self._polled: set[int] = set()  # PCs of instructions that wait for other blocks
-        self._barriers: set[int] = set()  # PCs of block-wide barriers that wait (not BAR.ARV)
-        self._barrier_wait: dict[int, float] = defaultdict(float)  # barrier stall samples by the barrier waited on
-
-    def loc_of(self, pc: int) -> Location | None:
-        if pc not in self._locs:
-            try:
-                si = self.action.source_info(pc)
-            except Exception:
-                si = None
-            self._locs[pc] = (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
-        return self._locs[pc]
-
-    def sass_of(self, pc: int) -> str:
-        if pc not in self._texts:
-            self._texts[pc] = _sass(self.action, pc)
-        return self._texts[pc]
-
-    def site(self, pc: int) -> Location | None:
-        if pc not in self._sites:
-            self._sites[pc] = call_site(pc, self.loc_of(pc), self.loc_of, self.sass_of)
-        return self._sites[pc]
-
-    def add(self, name: str, sampled: int, v: float) -> None:
-        """One per-PC value of metric ``name`` at PC ``sampled``."""
-        pc = _wait_owner(name, sampled, self.sass_of) if "_stalled_" in name else sampled
-        loc = self.site(pc)
-        if loc is None:
-            return
-        self.per_line[loc][name] += v
-        if name == EXCESS_SECTORS and v:
-            if base_opcode(self.sass_of(pc)) in ATOMICS:
-                self.per_line[loc][ATOMIC_EXCESS_SECTORS] += v
-            if indexed_access(pc, self.sass_of):
-                self.per_line[loc][INDEXED_EXCESS_SECTORS] += v
-        if name == BARRIER_SAMPLES:
-            self._barrier_wait[pc] += v
-        if pc != sampled and not name.endswith("_not_issued") and (was := self.site(sampled)) != loc:
-            # the samples move with their stall reason: a line's sample count stays the sum of its reasons
-            self.per_line[loc][SAMPLES] += v
-            if was is not None:
-                self.per_line[was][SAMPLES] -= v
-        if name == "inst_executed":
-            self._count_instruction(pc, loc, v)
-
-    def _count_instruction(self, pc: int, loc: Location, v: float) -> None:
-        text = self.sass_of(pc)
-        full, op = opcode(text), base_opcode(text)
-        counters = self.per_line[loc]
-        if op == "BAR" and ".ARV" not in full:
-            self._barriers.add(pc)
-        polled = polls(pc, self.sass_of)  # an atomic can be a poll: a read that spins on other blocks' writes
-        if op in ATOMICS and not polled:
-            counters[GLOBAL_ATOMIC_INST] += v
-        elif polled:
-            counters[POLL_INST] += v
-            self._polled.add(pc)
-        elif op in LOADS:
-            counters[GLOBAL_LOAD_INST] += v
-            if chained_load(pc, self.sass_of):
-                counters[CHAINED_LOAD_INST] += v
-
-    def finish(self) -> dict[Location, dict[str, float]]:
-        """The sums, with the barrier samples at barriers that end a polling phase counted."""
-        for pc in barriers_after_polls(self._barriers, self._polled):
-            if self._barrier_wait.get(pc) and (loc := self.site(pc)) is not None:
-                self.per_line[loc][BARRIER_AFTER_POLL] += self._barrier_wait[pc]
-        return self.per_line
+def _action_loc(action: Any, pc: int) -> Location | None:
+    """The (file, line) Nsight Compute's report gives the instruction at ``pc``, None where it has none."""
+    try:
+        si = action.source_info(pc)
+    except Exception:
+        return None
+    return (si.file_name(), int(si.line())) if si is not None and si.line() > 0 else None
 
 
 def _source_lines(action: Any, top: int) -> list[SourceLineCounters]:
-    """Sum every per-PC metric by source line (:class:`_LineSums`); keep the lines with the most warp samples, and
-    up to top // 2 more that run global atomics, wait for other blocks or chase loads."""
-    sums = _LineSums(action)
+    """Sum every per-PC metric by source line (measure.lines.LineSums); keep the lines with the most warp samples,
+    and up to top // 2 more that run global atomics, wait for other blocks or chase loads."""
+    sums = LineSums(lambda pc: _action_loc(action, pc), lambda pc: _sass(action, pc))
     for name in action.metric_names():
         m = action.metric_by_name(name)
         if m is None or not m.has_correlation_ids() or "." in name.split("__")[0] or name in _CATEGORICAL:

@@ -117,6 +117,7 @@ def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.Monke
     [note] = res.notes
     assert "Nsight Compute's own advice is missing" in note and "light='ncu'" in note
     assert all(k.name in note and not k.ncu_rule_titles for k in res.kernels)
+    assert "read from the compiled binary" in note  # the program's own SASS was read against the collector's PCs
     by = {k.mangled_name: k for k in res.kernels}
     assert by["slice_scale_bias"].launches == 256
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"

@@ -16,7 +16,8 @@ from kernelscope.heuristics import REGISTRY
 from kernelscope.heuristics.memory import has_code
 from kernelscope.heuristics.stalls import waits_on_other_blocks
 from kernelscope.measure.collector import collected_profile, load_collected
-from kernelscope.measure.ncu import _wait_owner, load_profile
+from kernelscope.measure.lines import wait_owner as _wait_owner
+from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.sourcemap import (
     SASS_INSTRUCTION_BYTES,
     WAIT_REACH,

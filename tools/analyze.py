@@ -96,7 +96,7 @@ from kernelscope.tools.run import (
     program_artifact,
     stage_program,
 )
-from kernelscope.tools.sass import sass_for_artifact
+from kernelscope.tools.sass import instruction_maps, sass_for_artifact
 
 
 # ---------------------------------------------------------------------------------------- target
@@ -201,6 +201,7 @@ class Analysis:
     stages: list[AnalyzeStage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     traced: Traced | None = None
+    sass_read: bool = False  # the CUPTI path read the SASS of the binary that ran
 
     @cached_property
     def env(self) -> dict[str, str]:
@@ -330,12 +331,17 @@ def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
         with contextlib.suppress(Exception):
             resources = {kr.mangled_name: kr for kr in a.evidence.result().ptxas}
     assert run.got is not None
+    sass: dict[str, dict[int, str]] = {}
     if a.prep.artifact_id is not None:
         texts = _source_texts(a.prep.artifact_id)
+        # the SASS of the binary that ran, so the source lines get what Nsight Compute's reader derives from it
+        with contextlib.suppress(Exception):
+            sass = instruction_maps(a.prep.artifact_id)
+        a.sass_read = bool(sass)
     else:  # an eval candidate: the sources its extensions compiled (load_inline writes them in its build folder)
         ext = a.env.get("TORCH_EXTENSIONS_DIR")
         texts = line_texts(run.got, [a.ws, *([Path(ext)] if ext else [])])
-    return collected_profile(run.got, resources, report="light and deep (CUPTI collector)", texts=texts)
+    return collected_profile(run.got, resources, report="light and deep (CUPTI collector)", texts=texts, sass=sass)
 
 
 def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
@@ -365,7 +371,8 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
         deep_p = _ncu_deep_for(a, result, missing, plan.sections, plan.families, plan.metrics)
     result.notes += a.notes + harness_notes(a.ws)
     result = _rules_stage(a, result, light_p, deep_p, totals, plan.families)
-    no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None])
+    no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None],
+                                   sass_read=a.sass_read)
     if no_advice:  # item 5 of issue 29: say what the CUPTI path lacks
         result.notes.append(no_advice)
     return result

@@ -98,9 +98,12 @@ def call_site(pc: int, loc: Location | None, loc_of: Callable[[int], Location | 
     Where no user instruction is that close, ``loc`` stands."""
     if loc is None or not is_toolkit_header(loc[0]):
         return loc
-    reads = read_registers(sass_of(pc) or "") if sass_of is not None else set()
-    if reads:
-        for i in range(1, reach + 1):
+    text = (sass_of(pc) or "") if sass_of is not None else ""
+    # a memory intrinsic's statement is where its address is formed (atomicAdd(&out[v], c): the &out[v]), so the
+    # writers of its address registers are looked for first, then those of anything it reads
+    address = {int(t[1:]) for t in _address_tokens(text) if t.startswith("R")}
+    for reads in (address, read_registers(text)):
+        for i in range(1, reach + 1) if reads else ():
             other = loc_of(pc - i * step)
             if other is not None and not is_toolkit_header(other[0]) and \
                     written_registers(sass_of(pc - i * step) or "") & reads:  # type: ignore[misc]

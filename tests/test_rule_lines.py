@@ -250,3 +250,14 @@ def test_a_barrier_deferred_far_still_owns_its_wait() -> None:
     assert on[132].get(BARRIER_AFTER_POLL) == on[132][BARRIER]
     share = waits_on_other_blocks(k)
     assert share is not None and share[0] >= 0.7
+
+
+def test_a_memory_intrinsic_counts_where_its_address_is_formed() -> None:
+    """atomicAdd(&auth[v], c) on a double (case 165): the header's RED reads the address &auth[v], formed on the
+    atomic's line, and the value c, computed on the line before and scheduled after the address. The address's
+    writer names the statement (the live CUPTI path named the value's line, 54, before this)."""
+    s = SASS_INSTRUCTION_BYTES
+    code = {0: ("IMAD.WIDE R4, R9, 0x8, R4", ("k.cu", 55)), s: ("DMUL R6, R2, R6", ("k.cu", 54)),
+            2 * s: ("RED.E.ADD.F64.RN.STRONG.GPU desc[UR4][R4.64], R6", (HEADER, 3402))}
+    assert call_site(2 * s, (HEADER, 3402), lambda pc: code[pc][1] if pc in code else None,
+                     lambda pc: code[pc][0] if pc in code else "") == ("k.cu", 55)

@@ -335,18 +335,17 @@ def _pc_counts(pc: CollectedPc, reasons: list[str], names: list[str]) -> dict[st
     return counts
 
 
-def _derived_lines(src: CollectedSource, names: list[str], sass_of: Callable[[int], str]
+def _derived_lines(src: CollectedSource, counted: list[dict[str, float]], sass_of: Callable[[int], str]
                    ) -> dict[tuple[str, int], dict[str, float]]:
     """The per-line sums with the counters derived from each instruction's SASS (measure.lines.LineSums), as
-    Nsight Compute's reader makes them: the excess per instruction, stall samples on the barrier they wait at."""
+    Nsight Compute's reader makes them: the excess per instruction, stall samples on the barrier they wait at.
+    ``counted``: each of ``src.pcs``' records (_pc_counts)."""
     where = {pc.pc: (pc.file, pc.line) if pc.line > 0 and pc.file else None for pc in src.pcs}
     sums = LineSums(where.get, sass_of)
-    for pc in src.pcs:
-        counts = _pc_counts(pc, src.reasons, names)
-        for derived, measured, ideal in EXCESS:
-            if measured in counts:
-                counts[derived] = max(0.0, counts[measured] - counts.get(ideal, 0.0))
-        for k, v in counts.items():
+    for pc, counts in zip(src.pcs, counted, strict=True):
+        excess = {derived: max(0.0, counts[measured] - counts.get(ideal, 0.0))
+                  for derived, measured, ideal in EXCESS if measured in counts}
+        for k, v in {**counts, **excess}.items():
             if v:
                 sums.add(k, pc.pc, v)
     return {loc: dict(c) for loc, c in sums.finish().items()}
@@ -360,13 +359,13 @@ def source_counters(src: CollectedSource, sass_of: Callable[[int], str] | None =
     in the function -> SASS text, from the binary that ran), the lines also get the counters Nsight Compute's
     reader derives from the SASS (measure.lines)."""
     names = [SASS_TO_SOURCE.get(m, m) for m in src.sass_metrics]
+    counted = [_pc_counts(pc, src.reasons, names) for pc in src.pcs]
     per_line: dict[tuple[str, int], dict[str, float]] = {}
     totals: dict[str, float] = {}
-    for pc in src.pcs:
-        counts = _pc_counts(pc, src.reasons, names)
+    for pc, counts in zip(src.pcs, counted, strict=True):
         for k, v in counts.items():
             totals[k] = totals.get(k, 0.0) + v
-        if pc.line > 0 and pc.file:
+        if sass_of is None and pc.line > 0 and pc.file:
             line = per_line.setdefault((pc.file, pc.line), {})
             for k, v in counts.items():
                 line[k] = line.get(k, 0.0) + v
@@ -375,7 +374,7 @@ def source_counters(src: CollectedSource, sass_of: Callable[[int], str] | None =
             if measured in d:
                 d[derived] = max(0.0, d[measured] - d.get(ideal, 0.0))
     if sass_of is not None:
-        per_line = _derived_lines(src, names, sass_of)
+        per_line = _derived_lines(src, counted, sass_of)
     return per_line, totals
 
 

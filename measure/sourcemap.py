@@ -356,11 +356,12 @@ def indexed_access(pc: int, sass_of: Callable[[int], str], step: int = SASS_INST
     for i in range(passes):
         for q in body:
             t = sass_of(q) or ""
-            reads, writes, guard = _effects(t)
             if q == pc and i == passes - 1:
                 return bool(_address_tokens(t) & loaded)
-            derived = base_opcode(t) in LOADS or bool((reads | ({guard} if guard else set())) & loaded)
-            loaded = (loaded | writes) if derived else (loaded - writes)
+            if base_opcode(t) in LOADS:  # a load's value is data whatever its address
+                loaded |= _effects(t)[1]
+            else:
+                _taint(loaded, t)
     return False
 
 

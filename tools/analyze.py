@@ -142,25 +142,32 @@ def gpu_lease(gpu: int | None, cancel: threading.Event | None,
 
 # ---------------------------------------------------------------------------------------- evidence
 class Evidence(NamedTuple):
-    """A compiled artifact's static evidence for the rules: SASS statistics and ptxas resources."""
+    """A compiled artifact's static evidence for the rules: SASS statistics and ptxas resources; and its kernels'
+    instructions by offset (tools.sass.instruction_maps), which the CUPTI path reads the collector's records
+    against."""
 
     sass: list[KernelSassStats]
     ptxas: list[KernelResources]
+    instructions: dict[str, dict[int, str]]
 
 
 def artifact_evidence(artifact_id: str) -> Evidence:
-    """SASS statistics and ptxas resources of a compiled artifact's kernels (empty where unavailable)."""
+    """SASS statistics, ptxas resources and instructions of a compiled artifact's kernels (empty where
+    unavailable)."""
     try:
         stats = sass_for_artifact(artifact_id).kernels
     except Exception:  # SASS is extra evidence: without cuobjdump the ncu rules still run
         stats = []
+    instructions: dict[str, dict[int, str]] = {}
+    with contextlib.suppress(Exception):
+        instructions = instruction_maps(artifact_id)
     art = get_store().get(artifact_id)
     raw = (art.meta.extra.get("result") if art else None) or {}
     try:
         resources = CompileResult.model_validate(raw).kernels if raw else []
     except ValueError:
         resources = []
-    return Evidence(list(stats), list(resources))
+    return Evidence(list(stats), list(resources), instructions)
 
 
 def _source_texts(artifact_id: str | None) -> dict[str, list[str]]:
@@ -201,7 +208,6 @@ class Analysis:
     stages: list[AnalyzeStage] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     traced: Traced | None = None
-    sass_read: bool = False  # the CUPTI path read the SASS of the binary that ran
 
     @cached_property
     def env(self) -> dict[str, str]:
@@ -210,7 +216,7 @@ class Analysis:
         return job_env(self.ws, self.settings.home, self.lease, candidate=self.prep.candidate)
 
     def static_evidence(self) -> Evidence:
-        return self.evidence.result() if self.evidence is not None else Evidence([], [])
+        return self.evidence.result() if self.evidence is not None else Evidence([], [], {})
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -283,7 +289,7 @@ def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profi
     """analyze's last stage, whatever measured the first two: the rules over the merged profiles with the SASS
     and ptxas evidence, and the answer's kernels, counts and stages."""
     t0 = time.monotonic()
-    sass, ptxas = a.static_evidence()
+    sass, ptxas, _ = a.static_evidence()
     shown = _shown_source(a.prep.artifact_id)
     if shown is not None:  # the user's file, not the compile workspace's copy of it
         light = user_sources(light, shown)
@@ -327,17 +333,15 @@ def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
     """Both stages' profile from the collector's run, with ptxas' registers and shared memory where the driver
     did not say."""
     resources: dict[str, KernelResources] = {}
+    # the SASS of the binary that ran, so the source lines get what Nsight Compute's reader derives from it
+    sass: dict[str, dict[int, str]] = {}
     if a.evidence is not None:
         with contextlib.suppress(Exception):
-            resources = {kr.mangled_name: kr for kr in a.evidence.result().ptxas}
+            ev = a.evidence.result()
+            resources, sass = {kr.mangled_name: kr for kr in ev.ptxas}, ev.instructions
     assert run.got is not None
-    sass: dict[str, dict[int, str]] = {}
     if a.prep.artifact_id is not None:
         texts = _source_texts(a.prep.artifact_id)
-        # the SASS of the binary that ran, so the source lines get what Nsight Compute's reader derives from it
-        with contextlib.suppress(Exception):
-            sass = instruction_maps(a.prep.artifact_id)
-        a.sass_read = bool(sass)
     else:  # an eval candidate: the sources its extensions compiled (load_inline writes them in its build folder)
         ext = a.env.get("TORCH_EXTENSIONS_DIR")
         texts = line_texts(run.got, [a.ws, *([Path(ext)] if ext else [])])
@@ -372,7 +376,7 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     result.notes += a.notes + harness_notes(a.ws)
     result = _rules_stage(a, result, light_p, deep_p, totals, plan.families)
     no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None],
-                                   sass_read=a.sass_read)
+                                   sass_read=bool(a.static_evidence().instructions))
     if no_advice:  # item 5 of issue 29: say what the CUPTI path lacks
         result.notes.append(no_advice)
     return result

@@ -274,6 +274,17 @@ def _is_self_loop(ins: _Instruction, addr: int, labels: list[str]) -> bool:
     return bool(m) and int(m.group("addr"), 16) == addr
 
 
+def _header(line: str) -> str | None:
+    """The mangled name of the kernel whose code a listing line opens (nvdisasm's ``.text.<name>`` section,
+    cuobjdump's ``Function : <name>``), '' where it opens another section, None where it opens nothing."""
+    if (m := _SECTION.match(line)) is not None:
+        name = m.group("name")
+        return name[6:] if name.startswith(".text.") and len(name) > 6 else ""
+    if (m := _CUOBJ_FUNCTION.match(line)) is not None:
+        return m.group("name")
+    return None
+
+
 def _parse_blocks(lines: list[str]) -> tuple[list[_Block], dict[tuple[str | None, str], tuple[int, int]]]:
     """Kernel blocks (nvdisasm ``.text.<name>`` sections or cuobjdump ``Function :`` blocks) and the
     resource usage entries, keyed by (arch, mangled name) -> (registers, shared bytes)."""
@@ -295,15 +306,10 @@ def _parse_blocks(lines: list[str]) -> tuple[list[_Block], dict[tuple[str | None
             cur = None
 
     for i, line in enumerate(lines):
-        if (m := _SECTION.match(line)) is not None:
+        if (name := _header(line)) is not None:
             close(i)
-            name = m.group("name")
-            if name.startswith(".text.") and len(name) > 6:
-                cur, labels = _Block(mangled=name[6:], arch=arch, start=i), []
-            continue
-        if (m := _CUOBJ_FUNCTION.match(line)) is not None:
-            close(i)
-            cur, labels = _Block(mangled=m.group("name"), arch=arch, start=i), []
+            if name:
+                cur, labels = _Block(mangled=name, arch=arch, start=i), []
             continue
         if (m := _TARGET.match(line)) is not None:
             close(i)
@@ -368,14 +374,11 @@ def instructions_by_offset(listing: str) -> dict[str, dict[int, str]]:
                                            else m.group(0), text)
 
     for line in listing.splitlines():
-        m = _SECTION.match(line) or _CUOBJ_FUNCTION.match(line)
-        if m is not None:
+        if (name := _header(line)) is not None:
             close()
-            name = m.group("name")
-            name = name[6:] if name.startswith(".text.") else name
-            cur = None if (m.re is _SECTION and not m.group("name").startswith(".text.")) or name in out else {}
-            if cur is not None:
-                out[name] = cur
+            cur = None
+            if name and name not in out:  # a kernel's code, listed for the first architecture
+                cur = out[name] = {}
             labels, pending = {}, []
             continue
         if cur is None:

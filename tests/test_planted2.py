@@ -87,11 +87,7 @@ KNOWN_OTHER_MISSES = {
 # Known healthy kernels with a warning, with why they stand (validation misses are not tuned away); a new one fails.
 # A healthy kernel whose label a measurement refuted (its challenger ran CONFIRM_SPEEDUP x faster) is not listed:
 # its warning may be right, and the replay reports it apart
-KNOWN_LOUD_HEALTHY: dict[str, str] = {
-    "174-healthy-detection-select-acquire": "validation (wave 18, first capture): cross-block-wait (warning) on a "
-                                            "select running with memory at 29% of peak: its label is doubtful, "
-                                            "the warning may be right",
-}
+KNOWN_LOUD_HEALTHY: dict[str, str] = {}
 
 
 P2 = _planted2.suite()
@@ -237,7 +233,8 @@ KNOWN_BELOW_ROOF = {
     "173-healthy-csr-rowptr-lookback": "dev (wave 18): a row-pointer scan with look-back, DRAM at 54% (blocks wait on "
                                        "their predecessors); its challenger with half the tile ran 0.68x",
     "174-healthy-detection-select-acquire": "validation (wave 18): a select with acquire-polled look-back, memory at "
-                                            "29%; its challenger ran 0.75x: the label is doubtful",
+                                            "29%; its second challenger (the same tiles, status and count in one "
+                                            "64-bit word polled relaxed) ran 1.42x: the label is refuted",
     "176-healthy-session-maxscan-persistent": "dev (wave 18): a persistent segmented max-scan, DRAM at 54%; its "
                                               "challenger (a tile a block) ran 1.19x: the label stands",
     "177-healthy-meter-segsum-window": "dev (wave 19): a session-reset sum with a 32-tile look-back polled with "

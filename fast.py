@@ -54,7 +54,6 @@ import hashlib
 import os
 import re
 import shutil
-import struct
 import threading
 import warnings
 import weakref
@@ -64,6 +63,7 @@ from typing import Any
 
 from kernelscope.toolkit.cutlass_headers import configured_root
 from kernelscope.toolkit.cutlass_headers import require as require_cutlass
+from kernelscope.toolkit.elf import restore_elf_size
 
 _lock = threading.Lock()
 _streams: dict[int, Any] = {}
@@ -158,19 +158,6 @@ def _cache_dir() -> Path:
     return Path(base) / "kernelscope-nvrtc"
 
 
-def _restore_elf_size(data: bytes) -> bytes:
-    """CuPy's ``getCUBIN`` drops the last byte, as if a cubin were NUL-terminated PTX text. A cubin
-    ends with its program or section header table, whose last byte is a zero (the top byte of an
-    alignment or entry size), so zero-padding to the size the ELF header declares restores it exactly
-    (the driver loads CuPy's own short cubins; nvdisasm refuses them)."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
-        return data
-    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
-    size = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    return data + b"\x00" * (size - len(data)) if 0 < size - len(data) <= 8 else data
-
-
 def nvrtc_cubin(source: str, name: str, options: Sequence[str]) -> Path:
     """Compile ``source`` with NVRTC (CuPy's binding) and the exact ``options`` (which must name the
     target, e.g. ``-arch=sm_90a``); the cubin is cached by content and its path returned."""
@@ -188,7 +175,7 @@ def nvrtc_cubin(source: str, name: str, options: Sequence[str]) -> Path:
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog)
             raise CompileError(f"NVRTC {version} could not compile {name} with {' '.join(options)}:\n{log}") from None
-        cubin = _restore_elf_size(nvrtc.getCUBIN(prog))
+        cubin = restore_elf_size(nvrtc.getCUBIN(prog))
     finally:
         nvrtc.destroyProgram(prog)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,8 +221,10 @@ class CudaKernel:
 
     def nvrtc_options(self, arch: str) -> list[str]:
         """The exact NVRTC options for a build for ``arch`` (``sm_90`` ...): the cache key with the source."""
+        # -lineinfo: line tables for the profilers' source view (no change to the code); lines count from the
+        # source string's first line, in a file NVRTC names <kernel>.cu
         options = [*self.options, *(cutlass_options() if self.cutlass else []), f"-arch={arch}",
-                   "--device-as-default-execution-space"]
+                   "--device-as-default-execution-space", "-lineinfo"]
         inc = toolkit_include() if not self.cutlass and not any(o.startswith("-I") for o in self.options) else None
         if inc:
             options.append(f"-I{inc}")

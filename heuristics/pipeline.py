@@ -15,7 +15,7 @@ wiring in :mod:`kernelscope.tools.analyze`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, NamedTuple
 
@@ -322,27 +322,32 @@ def diagnose_stages(light: Profile, deep: Profile | None, *, deep_kernels: int |
     return diags, groups
 
 
-def ncu_advice_missing(kernels: list[str], sass_read: bool = False) -> str | None:
+def ncu_advice_missing(kernels: list[str], unread: Sequence[str] = ()) -> str | None:
     """What the answer says of kernels the CUPTI collector measured without Nsight Compute: its own advice (rule
-    results) is missing for them, what that advice is, and how to get it; and, where the binary's SASS could not
-    be read (``sass_read`` False: an eval candidate's extension), the per-line reading of it that is missing too.
-    None for no such kernel."""
+    results) is missing for them, what that advice is, and how to get it; and, for those of them whose SASS could
+    not be read (``unread``: no module they ran from, or one whose code is not what was measured), the per-line
+    reading of it that is missing too. None for no such kernel."""
     if not kernels:
         return None
-    names = ", ".join(kernels[:10]) + (f" and {len(kernels) - 10} more" if len(kernels) > 10 else "")
+    unread = [k for k in kernels if k in set(unread)]
     own = ("kernelscope's own rules above cover the same ground from the same metrics and the SASS behind each "
-           "source line, read from the compiled binary." if sass_read else
+           "source line, read from the binary each kernel ran from." if not unread else
            "kernelscope's own rules above cover the same ground from the same metrics, except where they read the "
-           "SASS behind each source line, which this run could not give (the binary that ran was not read): a warp "
-           "spinning on other blocks' writes (a decoupled look-back's barrier wait told from badly placed "
-           "barriers), loads chained on earlier loads, a gather or scatter spread by its data, an atomic's own "
-           "scattered sectors, and the wait of a deferred barrier sampled instructions after it.")
-    return (f"Nsight Compute's own advice is missing for {names}: they were measured by the CUPTI collector in the "
-            "program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no guided-analysis "
-            "rule results: its occupancy, launch, memory-access and warp-state advice with estimated speedups), and "
-            f"the memory tables of its MemoryWorkloadAnalysis section are not there. {own} Call analyze with "
-            "light='ncu' to measure under Nsight Compute and add its advice"
-            + ("" if sass_read else " and that reading") + " (one profiler run more).")
+           f"SASS behind each source line, which this run could not give for {_names(unread)} (the module it ran "
+           "from could not be read): a warp spinning on other blocks' writes (a decoupled look-back's barrier wait "
+           "told from badly placed barriers), loads chained on earlier loads, a gather or scatter spread by its "
+           "data, an atomic's own scattered sectors, and the wait of a deferred barrier sampled instructions after "
+           "it.")
+    return (f"Nsight Compute's own advice is missing for {_names(kernels)}: they were measured by the CUPTI collector "
+            "in the program's own run, with no Nsight Compute process, so ncu_rule_titles is empty (no "
+            "guided-analysis rule results: its occupancy, launch, memory-access and warp-state advice with estimated "
+            "speedups), and the memory tables of its MemoryWorkloadAnalysis section are not there. "
+            f"{own} Call analyze with light='ncu' to measure under Nsight Compute and add its advice"
+            + ("" if not unread else " and that reading") + " (one profiler run more).")
+
+
+def _names(kernels: Sequence[str], limit: int = 10) -> str:
+    return ", ".join(kernels[:limit]) + (f" and {len(kernels) - limit} more" if len(kernels) > limit else "")
 
 
 def other_kernels(groups: Groups, diagnosed: int, totals: Totals | None, limit: int = 20) -> list[str]:

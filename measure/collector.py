@@ -142,6 +142,8 @@ class CollectedSource(BaseModel):
     wall_ns: float | None = None
     reasons: list[str] = Field(default_factory=list)
     sass_metrics: list[str] = Field(default_factory=list)
+    cubin: str = Field("", description="The collector's copy of the module the kernel ran from (a file name in its "
+                                       "output folder; '' where none): the SASS its PC offsets are read against.")
     pcs: list[CollectedPc] = Field(default_factory=list)
 
 
@@ -278,7 +280,7 @@ def run_collector(argv: list[str], ws: Path, env: dict[str, str], metrics: list[
         lib = staged
     out = ws / "metrics"
     out.mkdir(exist_ok=True)
-    for old in out.glob("metrics-*.jsonl"):
+    for old in [*out.glob("metrics-*.jsonl"), *out.glob("cubin-*.cubin")]:  # a second run's own
         old.unlink()
     env = {**env, **collector_env(lib, out, metrics, max_launches=max_launches, deep=deep, gated=gated)}
     limits = Limits(wall_s=timeout_s, output_bytes=256 * 1024, isolate_network=True)
@@ -449,7 +451,7 @@ def collected_profile(c: Collected, resources: dict[str, KernelResources] | None
                       sass: Mapping[str, Mapping[int, str]] | None = None) -> Profile:
     """Every profiled launch as a KernelProfile, in launch order (the shape ``load_profile`` gives an ncu
     report), keeping every metric the rules read (None where not collected). ``sass`` (mangled kernel name -> PC
-    offset -> SASS text, from the binary that ran: tools.sass.instruction_maps) lets the source lines carry the
+    offset -> SASS text, from the binary that ran: tools.sass_maps.instruction_maps) lets the source lines carry the
     counters Nsight Compute's reader derives from the SASS."""
     kept = list(dict.fromkeys([*KEY_METRICS.values(), *rule_metrics(), *STALL_METRICS]))
     launches = sorted(c.launches, key=lambda ln: ln.seq)

@@ -117,7 +117,7 @@ def test_a_program_gets_both_stages_from_one_cupti_run(monkeypatch: pytest.Monke
     [note] = res.notes
     assert "Nsight Compute's own advice is missing" in note and "light='ncu'" in note
     assert all(k.name in note and not k.ncu_rule_titles for k in res.kernels)
-    assert "read from the compiled binary" in note  # the program's own SASS was read against the collector's PCs
+    assert "read from the binary each kernel ran from" in note  # the SASS read against the collector's PCs
     by = {k.mangled_name: k for k in res.kernels}
     assert by["slice_scale_bias"].launches == 256
     assert by["slice_scale_bias"].findings[0].rule == "launch.many-small-launches"
@@ -310,6 +310,35 @@ def test_an_eval_candidates_hot_lines_get_their_code_from_its_own_files_only(mon
     line = int(rest.split()[0])
     assert path.endswith("/ext/planted.cu") and f"`{code[line - 1].strip()}`" in first
     assert by["full_scale_bias"].hot_lines and all("`" not in h for h in by["full_scale_bias"].hot_lines)
+
+
+@pytest.mark.parametrize("left", ["cubin", "nothing", "link"])
+def test_an_eval_candidates_sass_comes_from_the_module_it_ran_from(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                   left: str) -> None:
+    """An eval candidate has no compiled artifact: its kernel's SASS comes from the module the collector wrote
+    beside its output (an NVRTC-built fast-path kernel, recorded on the H100), and the answer says whether it was
+    read; a link in its place is not followed."""
+    rec = FIX / "collector" / "eval" / "row-sum-nvrtc"
+    got = load_collected(rec)
+    [cubin] = rec.glob("cubin-*.cubin")
+
+    def wrote(ws: Path) -> None:  # what the collector leaves in the job's output folder
+        (ws / "metrics").mkdir(exist_ok=True)
+        if left == "cubin":
+            shutil.copyfile(cubin, ws / "metrics" / cubin.name)
+        elif left == "link":
+            shutil.copyfile(cubin, tmp_path / cubin.name)
+            (ws / "metrics" / cubin.name).symlink_to(tmp_path / cubin.name)
+
+    dev = Device(monkeypatch, got)
+    dev.in_run = wrote
+    res = analyze(_eval(trace="never"))
+    assert res.status == "ok" and dev.captures == [] and [k.name for k in res.kernels] == ["row_sum_naive"]
+    [advice] = [n for n in res.notes if "own advice is missing" in n]
+    if left == "cubin":
+        assert "read from the binary each kernel ran from" in advice and "spinning" not in advice
+    else:
+        assert "could not give for row_sum_naive" in advice and "that reading" in advice
 
 
 def test_line_texts_reads_relative_names_inside_the_roots_and_nothing_too_large(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.sourcemap import _branch_target
 from kernelscope.models import KernelProfile
 from kernelscope.models.profile import CHAINED_LOAD_INST, GLOBAL_ATOMIC_INST, GLOBAL_LOAD_INST
-from kernelscope.tools.sass import instructions_by_offset
+from kernelscope.tools.sass_maps import instructions_by_offset
 
 FIX = Path(__file__).parent / "fixtures"
 BARRIER = "smsp__pcsamp_warps_issue_stalled_barrier"
@@ -79,9 +79,10 @@ def test_barrier_waits_land_on_the_barrier_lines_as_in_the_ncu_reader() -> None:
 
 
 def test_the_note_says_what_the_cupti_path_lacks_with_and_without_the_sass() -> None:
-    read = ncu_advice_missing(["k"], sass_read=True)
-    unread = ncu_advice_missing(["k"], sass_read=False)
+    read = ncu_advice_missing(["k", "j"])
+    unread = ncu_advice_missing(["k", "j"], unread=["j", "not-diagnosed"])
     assert read is not None and unread is not None and "light='ncu'" in read and "light='ncu'" in unread
-    assert "read from the compiled binary" in read and "spinning on other blocks" not in read
-    assert "could not give" in unread and "spinning on other blocks" in unread
+    assert "read from the binary each kernel ran from" in read and "spinning on other blocks" not in read
+    assert "could not give for j (" in unread and "spinning on other blocks" in unread
+    assert "not-diagnosed" not in unread  # only the diagnosed kernels are named
     assert ncu_advice_missing([]) is None

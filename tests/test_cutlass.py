@@ -421,13 +421,13 @@ def test_tensor_map_refuses_what_tma_cannot_describe() -> None:
 @needs_nvcc
 def test_a_cubin_cut_short_by_one_byte_is_restored() -> None:
     from kernelscope.artifacts import get_store
-    from kernelscope.fast import _restore_elf_size
+    from kernelscope.toolkit.elf import restore_elf_size
 
     r = compile_cuda(CompileRequest(source="__global__ void k(float* p) { p[threadIdx.x] = 1.f; }\n", arch="sm_90"))
     art = get_store().require(r.artifact_id or "")
     cubin = (art.path("cubin") or Path()).read_bytes()
-    assert _restore_elf_size(cubin[:-1]) == cubin  # what CuPy's getCUBIN returns, made whole
-    assert _restore_elf_size(cubin) == cubin and _restore_elf_size(b"PTX text") == b"PTX text"
+    assert restore_elf_size(cubin[:-1]) == cubin  # what CuPy's getCUBIN returns, made whole
+    assert restore_elf_size(cubin) == cubin and restore_elf_size(b"PTX text") == b"PTX text"
 
 
 # ------------------------------------------------------------------------------ capabilities and MCP

@@ -131,6 +131,8 @@ def test_analyze_eval_mode_measures_the_candidate_in_its_own_run(reference: Path
     top = res.kernels[0]
     assert top.bottleneck.cls and top.bottleneck.roofline is not None and top.launches >= 1
     assert any("own advice is missing" in n and "light='ncu'" in n for n in res.notes), res.notes
+    # the module the kernel ran from (NVRTC's cubin, the extension's) was read against the collector's PCs
+    assert any("read from the binary each kernel ran from" in n for n in res.notes), res.notes
     spawned = analyze(AnalyzeRequest(reference_path=str(reference), candidate=src, timeout_s=600, executor="spawn"))
     assert spawned.status == "ok" and not any("fork server" in n for n in spawned.notes), spawned.notes
     assert [k.mangled_name for k in spawned.kernels] == [k.mangled_name for k in res.kernels]

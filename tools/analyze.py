@@ -59,7 +59,7 @@ from kernelscope.measure.capture import (
     store_report,
     validate_options,
 )
-from kernelscope.measure.collector import Runner, collected_profile
+from kernelscope.measure.collector import Collected, Runner, collected_profile
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.stages import (
     COLLECTOR_METRICS,
@@ -96,7 +96,8 @@ from kernelscope.tools.run import (
     program_artifact,
     stage_program,
 )
-from kernelscope.tools.sass import instruction_maps, sass_for_artifact
+from kernelscope.tools.sass import sass_for_artifact
+from kernelscope.tools.sass_maps import SassMaps, covering, instruction_maps, ran_instructions
 
 
 # ---------------------------------------------------------------------------------------- target
@@ -143,7 +144,7 @@ def gpu_lease(gpu: int | None, cancel: threading.Event | None,
 # ---------------------------------------------------------------------------------------- evidence
 class Evidence(NamedTuple):
     """A compiled artifact's static evidence for the rules: SASS statistics and ptxas resources; and its kernels'
-    instructions by offset (tools.sass.instruction_maps), which the CUPTI path reads the collector's records
+    instructions by offset (tools.sass_maps.instruction_maps), which the CUPTI path reads the collector's records
     against."""
 
     sass: list[KernelSassStats]
@@ -329,16 +330,27 @@ class Classified:
 
 
 # ---------------------------------------------------------------------------------------- CUPTI path
-def _cupti_profile(a: Analysis, run: CollectorRun) -> Profile:
-    """Both stages' profile from the collector's run, with ptxas' registers and shared memory where the driver
-    did not say."""
-    resources: dict[str, KernelResources] = {}
-    # the SASS of the binary that ran, so the source lines get what Nsight Compute's reader derives from it
-    sass: dict[str, dict[int, str]] = {}
+def _ran_sass(a: Analysis, got: Collected) -> SassMaps:
+    """Each deep kernel's instructions by offset: from the module it ran from (the collector's copy), else from
+    the compiled artifact's listing; only where they include every offset the run recorded for it."""
+    maps = ran_instructions(a.ws / "metrics", {src.name: src.cubin for src in got.sources if src.cubin})
     if a.evidence is not None:
         with contextlib.suppress(Exception):
-            ev = a.evidence.result()
-            resources, sass = {kr.mangled_name: kr for kr in ev.ptxas}, ev.instructions
+            for kernel, m in a.evidence.result().instructions.items():
+                maps.setdefault(kernel, m)
+    records: dict[str, set[int]] = {}
+    for src in got.sources:
+        records.setdefault(src.name, set()).update(pc.pc for pc in src.pcs)
+    return covering(maps, records)
+
+
+def _cupti_profile(a: Analysis, run: CollectorRun, sass: SassMaps) -> Profile:
+    """Both stages' profile from the collector's run, with ptxas' registers and shared memory where the driver
+    did not say, and the SASS of the modules the kernels ran from."""
+    resources: dict[str, KernelResources] = {}
+    if a.evidence is not None:
+        with contextlib.suppress(Exception):
+            resources = {kr.mangled_name: kr for kr in a.evidence.result().ptxas}
     assert run.got is not None
     if a.prep.artifact_id is not None:
         texts = _source_texts(a.prep.artifact_id)
@@ -353,7 +365,8 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     kernel, Nsight Compute's deep stage only for a top kernel the run did not measure deep, then the rules."""
     got = run.got
     assert got is not None
-    light_p = _cupti_profile(a, run)
+    sass = _ran_sass(a, got)
+    light_p = _cupti_profile(a, run, sass)
     result = AnalyzeResult(status="ok", mode=a.req.mode, gpu_wait_s=a.lease.waited_s)
     light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",
                          wall_s=round(max(run.wall_s - run.deep_s, 0.0), 3))
@@ -375,8 +388,9 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
         deep_p = _ncu_deep_for(a, result, missing, plan.sections, plan.families, plan.metrics)
     result.notes += a.notes + harness_notes(a.ws)
     result = _rules_stage(a, result, light_p, deep_p, totals, plan.families)
-    no_advice = ncu_advice_missing([k.name for k in result.kernels if k.mangled_name not in missing or deep_p is None],
-                                   sass_read=bool(a.static_evidence().instructions))
+    measured = [k for k in result.kernels if k.mangled_name not in missing or deep_p is None]
+    no_advice = ncu_advice_missing([k.name for k in measured],
+                                   unread=[k.name for k in measured if k.mangled_name not in sass])
     if no_advice:  # item 5 of issue 29: say what the CUPTI path lacks
         result.notes.append(no_advice)
     return result

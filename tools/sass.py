@@ -354,53 +354,6 @@ def _parse_blocks(lines: list[str]) -> tuple[list[_Block], dict[tuple[str | None
     return blocks, resources
 
 
-_LABEL_REF = re.compile(r"`\((?P<label>[^)]+)\)")
-
-
-def instructions_by_offset(listing: str) -> dict[str, dict[int, str]]:
-    """Every kernel's instructions by their offset in the function: mangled name -> offset -> SASS text
-    (predicate, opcode and operands, as Nsight Compute prints an instruction), with nvdisasm's branch labels
-    (`` `(.L_x_3)``) replaced by the offset they name, so measure.sourcemap can follow the branches. The first
-    listing of a name wins where a fatbin holds several architectures."""
-    out: dict[str, dict[int, str]] = {}
-    cur: dict[int, str] | None = None
-    labels: dict[str, int] = {}
-    pending: list[str] = []
-
-    def close() -> None:
-        if cur is not None:
-            for addr, text in cur.items():
-                cur[addr] = _LABEL_REF.sub(lambda m: hex(labels[m.group("label")]) if m.group("label") in labels
-                                           else m.group(0), text)
-
-    for line in listing.splitlines():
-        if (name := _header(line)) is not None:
-            close()
-            cur = None
-            if name and name not in out:  # a kernel's code, listed for the first architecture
-                cur = out[name] = {}
-            labels, pending = {}, []
-            continue
-        if cur is None:
-            continue
-        if (m := _INSTRUCTION.match(line)) is not None:
-            addr = int(m.group("addr"), 16)
-            cur[addr] = " ".join(m.group("body").split())
-            labels.update(dict.fromkeys(pending, addr))
-            pending = []
-        elif (m := _LABEL.match(line)) is not None:
-            pending.append(m.group("label"))
-    close()
-    return out
-
-
-def instruction_maps(artifact_id: str) -> dict[str, dict[int, str]]:
-    """``instructions_by_offset`` of a stored artifact's listing (cached in it): the SASS the CUPTI collector's
-    per-instruction records (PC offsets) are read against."""
-    _, listing = _listing_for(get_store().require(artifact_id), interleave_source=False)
-    return instructions_by_offset(listing)
-
-
 def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
 

@@ -54,8 +54,12 @@
 //                               CUresult)
 //   {"t":"source","seq":..,"name":"<mangled>","period":P,"sampled":b,"counted":b,"samples":N,"dropped":M,
 //    "wall_ns":..,"reasons":[..],
-//    "sass_metrics":[..],"pcs":[{"pc":off,"file":"..","line":L,"stall":[..per reason..],"sass":[..]},..]}
-//                       (per instruction of the deep launch; "file" is "" and "line" 0 without line info)
+//    "sass_metrics":[..],"cubin":"cubin-<crc>.cubin",
+//    "pcs":[{"pc":off,"file":"..","line":L,"stall":[..per reason..],"sass":[..]},..]}
+//                       (per instruction of the deep launch; "file" is "" and "line" 0 without line info;
+//                        "cubin": the module the kernel ran from, as the driver loaded it, written once into
+//                        KERNELSCOPE_METRICS_DIR, so the PC offsets can be read against its SASS; "" where it
+//                        was not seen or could not be written)
 //   {"t":"error","call":"..","what":".."}   a CUPTI call failed; profiling of that launch is skipped
 //   {"t":"end","profiled":N,"skipped":M,"launches":L,"configs":[{"name":..,"grid":[..],"block":[..],
 //    "dyn_smem":..,"launches":n},..],"configs_capped":false,"gated":b,"gate_opened":K}
@@ -85,6 +89,7 @@ using NV::Cupti::Checkpoint::CUpti_Checkpoint;
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
@@ -105,6 +110,7 @@ namespace {
 std::mutex g_mu;  // one profiled launch at a time; guards everything below
 FILE* g_out = nullptr;
 pid_t g_pid = 0;
+std::string g_dir;  // KERNELSCOPE_METRICS_DIR
 // A metric configuration: the accepted names, the config image the range profiler runs, its passes, and
 // the host object that evaluates its counter data.
 struct MetricSet {
@@ -610,6 +616,48 @@ void on_module(const CUpti_ResourceData* rd) {
     if (g_cubins.count(crc.cubinCrc) == 0) g_cubins[crc.cubinCrc].assign(mod->pCubin, mod->pCubin + mod->cubinSize);
 }
 
+// The loaded cubin a record's CRC names (caller holds g_cubin_mu); SASS metrics give a 32-bit CRC: the cubin
+// whose CRC it truncates.
+std::map<uint64_t, std::vector<char>>::iterator find_cubin(uint64_t crc) {
+    auto cubin = g_cubins.find(crc);
+    if (cubin == g_cubins.end()) {
+        for (auto it = g_cubins.begin(); it != g_cubins.end(); ++it)
+            if (static_cast<uint32_t>(it->first) == static_cast<uint32_t>(crc)) cubin = it;
+    }
+    return cubin;
+}
+
+// The cubin a deep launch ran from, written once into the output folder as cubin-<crc>.cubin (a new file:
+// never through a link, never over another file); its name, or "" (caller holds g_mu).
+constexpr size_t CUBIN_MAX_BYTES = size_t(64) << 20;
+std::map<uint64_t, std::string> g_cubin_files;
+
+std::string save_cubin(uint64_t crc) {
+    if (crc == 0 || g_dir.empty() || getpid() != g_pid) return "";
+    std::lock_guard<std::mutex> lock(g_cubin_mu);
+    auto cubin = find_cubin(crc);
+    if (cubin == g_cubins.end() || cubin->second.size() > CUBIN_MAX_BYTES) return "";
+    auto done = g_cubin_files.find(cubin->first);
+    if (done != g_cubin_files.end()) return done->second;
+    char name[64];
+    std::snprintf(name, sizeof name, "cubin-%016" PRIx64 ".cubin", cubin->first);
+    std::string path = g_dir + "/" + name;
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    bool good = fd >= 0;
+    for (size_t off = 0; good && off < cubin->second.size();) {
+        ssize_t n = write(fd, cubin->second.data() + off, cubin->second.size() - off);
+        if (n <= 0 && errno != EINTR) good = false;
+        if (n > 0) off += static_cast<size_t>(n);
+    }
+    if (fd >= 0) close(fd);
+    if (!good) {
+        if (fd >= 0) unlink(path.c_str());
+        ok(CUPTI_ERROR_UNKNOWN, "source passes: the kernel's cubin could not be written");
+        name[0] = '\0';
+    }
+    return g_cubin_files[cubin->first] = name;
+}
+
 std::pair<std::string, uint32_t> source_of(uint64_t crc, const char* function, uint64_t pc) {  // holds g_mu
     if (function == nullptr) return {"", 0};
     auto key = std::make_tuple(crc, std::string(function), pc);
@@ -617,11 +665,7 @@ std::pair<std::string, uint32_t> source_of(uint64_t crc, const char* function, u
     if (hit != g_line_cache.end()) return hit->second;
     std::pair<std::string, uint32_t> out{"", 0};
     std::lock_guard<std::mutex> lock(g_cubin_mu);
-    auto cubin = g_cubins.find(crc);
-    if (cubin == g_cubins.end()) {  // SASS metrics give a 32-bit CRC: the cubin whose CRC it truncates
-        for (auto it = g_cubins.begin(); it != g_cubins.end(); ++it)
-            if (static_cast<uint32_t>(it->first) == static_cast<uint32_t>(crc)) cubin = it;
-    }
+    auto cubin = find_cubin(crc);
     if (cubin != g_cubins.end()) {
         CUpti_GetSassToSourceCorrelationParams sp = {CUpti_GetSassToSourceCorrelationParamsSize};
         sp.cubin = cubin->second.data();
@@ -978,6 +1022,12 @@ void source_passes_here(CUcontext ctx, const Launch& l, const char* mangled) {
     json_names(line, g_reason_names);
     line += ",\"sass_metrics\":";
     json_names(line, g_sass.names);
+    uint64_t crc = 0;  // the module this kernel's records name
+    for (const auto& kv : recs)
+        if (crc == 0 && (kv.second.function.empty() || std::strcmp(kv.second.function.c_str(), mangled) == 0))
+            crc = kv.second.crc;
+    line += ",\"cubin\":";
+    json_string(line, save_cubin(crc).c_str());
     line += ",\"pcs\":[";
     bool first = true;
     for (const auto& kv : recs) {
@@ -1230,6 +1280,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     if (dir == nullptr || dir[0] == '\0') return 1;
     std::lock_guard<std::mutex> lock(g_mu);
     g_pid = getpid();
+    g_dir = dir;
     std::string path = std::string(dir) + "/metrics-" + std::to_string(static_cast<long long>(g_pid)) + ".jsonl";
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0 || (g_out = fdopen(fd, "a")) == nullptr) {

@@ -39,7 +39,8 @@ _LOCK = "lock"  # torch.utils.file_baton's lock file, in each extension's build 
 
 
 # the environment's build settings in a key: target architectures, the CUDA root, compilers, ninja's jobs
-BUILD_VARS = ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CXX", "CC", "MAX_JOBS", "PATH")
+BUILD_VARS = ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CXX", "CC", "MAX_JOBS", "PATH", "NVCC_PREPEND_FLAGS",
+              "NVCC_APPEND_FLAGS")
 
 
 def extension_key(candidate: str, env: Mapping[str, str], versions: str) -> str:

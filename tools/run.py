@@ -130,6 +130,10 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     # extension builds target the GPUs here whether or not the job sees one, so a pre-build (no GPU)
     # and the evaluation (with one) produce the same cached build
     env.setdefault("TORCH_CUDA_ARCH_LIST", _torch_arch_list())
+    # every nvcc the job runs (load_inline's builds) adds line tables, so the profilers' source view and analyze's
+    # per-line reading see the candidate's own lines; nvcc reads this itself, and -lineinfo changes no code
+    flags = env.get("NVCC_APPEND_FLAGS", "")
+    env["NVCC_APPEND_FLAGS"] = flags if "-lineinfo" in flags.split() else f"{flags} -lineinfo".strip()
     # load_inline builds: one write-once entry of the shared cache per candidate source and build setting
     # (sandbox/extcache.py), so every job of a source (run's build, its evaluation, analyze's captures)
     # loads the one build, and no source's job ever sees another's; a job of no candidate builds in its

@@ -120,3 +120,20 @@ def test_an_eval_candidates_records_read_against_the_module_it_ran_from(case: st
         assert loads == {8: 8192 * 8192 / 32} and read.source_lines[0].file.endswith("/row_sum_naive.cu")
     else:  # the two __syncthreads() (cuda.cu 65, 75): their deferred waits counted on them, not on the next line
         assert barrier == {65, 75} and blind_barrier == {66, 76}
+
+
+def test_the_module_that_ran_comes_first_and_the_artifacts_listing_fills_in(tmp_path: Path) -> None:
+    from kernelscope.measure.collector import Collected, CollectedPc, CollectedSource
+    from kernelscope.tools.sass_maps import run_instructions
+
+    (tmp_path / NAME).write_bytes(_cubin())
+    ran = ran_instructions(tmp_path, {"gather": NAME})["gather"]
+    pcs = [CollectedPc(pc=pc) for pc in sorted(ran)[:4]]
+    got = Collected(sources=[CollectedSource(seq=1, name="gather", cubin=NAME, pcs=pcs),
+                             CollectedSource(seq=2, name="other", pcs=[CollectedPc(pc=0)]),
+                             CollectedSource(seq=3, name="stale", pcs=[CollectedPc(pc=64)])])
+    static = {"gather": {0: "EXIT"}, "other": {0: "EXIT"}, "stale": {0: "EXIT"}}
+    maps = run_instructions(tmp_path, got, static)
+    assert maps["gather"] == ran  # the module it ran from, not the listing
+    assert maps["other"] == {0: "EXIT"}  # no module written: the artifact's listing
+    assert "stale" not in maps  # the listing lacks a recorded offset: another build

@@ -59,7 +59,7 @@ from kernelscope.measure.capture import (
     store_report,
     validate_options,
 )
-from kernelscope.measure.collector import Collected, Runner, collected_profile
+from kernelscope.measure.collector import Runner, collected_profile
 from kernelscope.measure.ncu import load_profile
 from kernelscope.measure.stages import (
     COLLECTOR_METRICS,
@@ -97,7 +97,7 @@ from kernelscope.tools.run import (
     stage_program,
 )
 from kernelscope.tools.sass import sass_for_artifact
-from kernelscope.tools.sass_maps import SassMaps, covering, instruction_maps, ran_instructions
+from kernelscope.tools.sass_maps import SassMaps, instruction_maps, run_instructions
 
 
 # ---------------------------------------------------------------------------------------- target
@@ -330,20 +330,6 @@ class Classified:
 
 
 # ---------------------------------------------------------------------------------------- CUPTI path
-def _ran_sass(a: Analysis, got: Collected) -> SassMaps:
-    """Each deep kernel's instructions by offset: from the module it ran from (the collector's copy), else from
-    the compiled artifact's listing; only where they include every offset the run recorded for it."""
-    maps = ran_instructions(a.ws / "metrics", {src.name: src.cubin for src in got.sources if src.cubin})
-    if a.evidence is not None:
-        with contextlib.suppress(Exception):
-            for kernel, m in a.evidence.result().instructions.items():
-                maps.setdefault(kernel, m)
-    records: dict[str, set[int]] = {}
-    for src in got.sources:
-        records.setdefault(src.name, set()).update(pc.pc for pc in src.pcs)
-    return covering(maps, records)
-
-
 def _cupti_profile(a: Analysis, run: CollectorRun, sass: SassMaps) -> Profile:
     """Both stages' profile from the collector's run, with ptxas' registers and shared memory where the driver
     did not say, and the SASS of the modules the kernels ran from."""
@@ -365,7 +351,7 @@ def _analyze_cupti(a: Analysis, run: CollectorRun) -> AnalyzeResult:
     kernel, Nsight Compute's deep stage only for a top kernel the run did not measure deep, then the rules."""
     got = run.got
     assert got is not None
-    sass = _ran_sass(a, got)
+    sass = run_instructions(a.ws / "metrics", got, a.static_evidence().instructions)  # the SASS that ran
     light_p = _cupti_profile(a, run, sass)
     result = AnalyzeResult(status="ok", mode=a.req.mode, gpu_wait_s=a.lease.waited_s)
     light = AnalyzeStage(name="light", metrics=len(COLLECTOR_METRICS), tool="cupti",

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kernelscope.artifacts import get_store
+from kernelscope.measure.collector import Collected
 from kernelscope.sandbox.workspace import Workspace
 from kernelscope.toolkit.elf import restore_elf_size
 from kernelscope.tools.sass import (
@@ -137,3 +138,16 @@ def covering(maps: Mapping[str, Mapping[int, str]], records: Mapping[str, Iterab
         if m and all(pc in m for pc in offsets):
             out[kernel] = dict(m)
     return out
+
+
+def run_instructions(folder: Path, got: Collected, static: Mapping[str, Mapping[int, str]]) -> SassMaps:
+    """Each deep kernel of a collector run's instructions by offset: from the module it ran from (the
+    collector's copy in ``folder``), else from ``static`` (a compiled artifact's listing); only where they
+    include every offset the run recorded for that kernel."""
+    maps = ran_instructions(folder, {src.name: src.cubin for src in got.sources if src.cubin})
+    for kernel, m in static.items():
+        maps.setdefault(kernel, dict(m))
+    records: dict[str, set[int]] = {}
+    for src in got.sources:
+        records.setdefault(src.name, set()).update(pc.pc for pc in src.pcs)
+    return covering(maps, records)

@@ -98,7 +98,7 @@ def worker_dir(home: Path, worker: str) -> Path:
 
 
 def build_cache(home: Path) -> Path:
-    """The build cache every worker shares: NVRTC cubins and extension builds, keyed by content."""
+    """The build cache every worker shares: NVRTC cubins and extension builds, one entry per candidate source."""
     return home / "build-cache"
 
 

@@ -89,13 +89,17 @@ def test_each_worker_has_its_own_caches_and_builds_are_shared_by_content(tmp_pat
         assert ea[var].startswith(str(worker_dir(tmp_path, "gpu3"))) and eb[var].startswith(
             str(worker_dir(tmp_path, "gpu5")))
     # the build cache is one for all workers; extension builds get one folder per candidate source
-    assert ea["KERNELSCOPE_NVRTC_CACHE"] == eb["KERNELSCOPE_NVRTC_CACHE"] == str(build_cache(tmp_path) / "nvrtc")
+    # and so do NVRTC cubins: a job writes only its own source's, never one another candidate's job loads
+    assert ea["KERNELSCOPE_NVRTC_CACHE"] == eb["KERNELSCOPE_NVRTC_CACHE"] != ec["KERNELSCOPE_NVRTC_CACHE"]
+    assert Path(ea["KERNELSCOPE_NVRTC_CACHE"]).parent == build_cache(tmp_path) / "nvrtc"
+    assert Path(job_env(tmp_path / "ws", tmp_path, a)["KERNELSCOPE_NVRTC_CACHE"]).is_relative_to(tmp_path / "ws")
     assert ea["TORCH_EXTENSIONS_DIR"] == eb["TORCH_EXTENSIONS_DIR"] != ec["TORCH_EXTENSIONS_DIR"]
     cpus = GpuPool(["cpu0"], kind="cpu")
     with cpus.lease() as c:
         env = job_env(tmp_path / "ws", tmp_path, c, candidate="src one")
     assert env["CUDA_VISIBLE_DEVICES"] == "" and c.worker == "cpu0"
     assert env["TORCH_EXTENSIONS_DIR"] == ea["TORCH_EXTENSIONS_DIR"]  # a CPU pre-build fills what a GPU job loads
+    assert env["KERNELSCOPE_NVRTC_CACHE"] == ea["KERNELSCOPE_NVRTC_CACHE"]
 
 
 def test_builds_go_ahead_on_the_cpu_when_there_is_something_to_build() -> None:

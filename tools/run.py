@@ -114,7 +114,6 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     env = build_env(home=ws)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     shared = builds if builds is not None else build_cache(home)
-    env["KERNELSCOPE_NVRTC_CACHE"] = str(shared / "nvrtc")  # fast-path cubins, by content, for every worker
     own = worker_dir(home, lease.worker if lease is not None else "cpu")
     env["CUPY_CACHE_DIR"] = str(own / "cupy")
     env["TRITON_CACHE_DIR"] = str(own / "triton")
@@ -138,8 +137,11 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     # (sandbox/extcache.py), so every job of a source (run's build, its evaluation, analyze's captures)
     # loads the one build, and no source's job ever sees another's; a job of no candidate builds in its
     # own workspace
-    env["TORCH_EXTENSIONS_DIR"] = str(ws / PRIVATE_FOLDER / "own" if candidate is None
-                                      else shared / CACHE_FOLDER / extension_key(candidate, env, _build_versions()))
+    # so are the fast path's NVRTC cubins (by content within the entry): a job can write only its own source's
+    # cubins, never one another candidate's job would load
+    key = extension_key(candidate, env, _build_versions()) if candidate is not None else None
+    env["TORCH_EXTENSIONS_DIR"] = str(ws / PRIVATE_FOLDER / "own" if key is None else shared / CACHE_FOLDER / key)
+    env["KERNELSCOPE_NVRTC_CACHE"] = str(ws / PRIVATE_FOLDER / "nvrtc" if key is None else shared / "nvrtc" / key)
     return env
 
 

@@ -43,14 +43,14 @@ def two_gpus() -> None:
 
 def test_a_cpu_build_is_what_the_gpu_job_loads(kernelscope_home: Path) -> None:
     cand = fresh((SOFTMAX / "better.py").read_text())
-    cubins = build_cache(kernelscope_home) / "nvrtc"
-    before = set(cubins.glob("*.cubin")) if cubins.is_dir() else set()
+    cubins = build_cache(kernelscope_home) / "nvrtc"  # one folder per candidate source
+    before = set(cubins.glob("*/*.cubin")) if cubins.is_dir() else set()
     took, note = build_only(request(cand), get_settings(), build_cache(kernelscope_home), local_default_arch())
-    built = set(cubins.glob("*.cubin")) - before
+    built = set(cubins.glob("*/*.cubin")) - before
     assert note is None and len(built) == 1 and took > 0
     r = LocalPool(cpu_workers=1, build_workers=1).evaluate(request(cand), runner=RUNNER)
     assert r.correctness and r.correctness.correct and r.worker == "gpu" + gpu_pool().visible[0]
-    assert set(cubins.glob("*.cubin")) - before == built  # the GPU job compiled nothing new: it loaded the build
+    assert set(cubins.glob("*/*.cubin")) - before == built  # the GPU job compiled nothing new: it loaded the build
 
 
 def test_parallel_evaluations_use_every_gpu_and_build_while_they_are_busy() -> None:

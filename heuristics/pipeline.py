@@ -201,20 +201,26 @@ def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelPr
 _WORKSPACE_COPY = re.compile(r"^(?:.*[/\\])?workspaces[/\\]compile-[^/\\]+[/\\](?P<rel>.+)$")
 
 
-def user_file(path: str, shown: str) -> str:
-    """The file a profile names as the user knows it: the compile workspace's copy of the compiled source
-    (``.../workspaces/compile-<id>/<name>``) is the path or file name the user gave (``shown``); another file of
-    that workspace is its name there; any other path is left as it is."""
+def user_file(path: str, shown: str | None, private: Sequence[str] = ()) -> str:
+    """The file a profile names as the user knows it: a file inside one of the job's ``private`` folders (an eval
+    candidate's workspace, where NVRTC names its source ``<kernel>.cu``; its extension build folder, where
+    ``load_inline`` writes ``<name>/cuda.cu``) is its path there; the compile workspace's copy of the compiled
+    source (``.../workspaces/compile-<id>/<name>``) is the path or file name the user gave (``shown``); another
+    file of that workspace is its name there; any other path is left as it is."""
+    for root in private:
+        prefix = root.rstrip("/\\") + "/"
+        if len(prefix) > 1 and path.startswith(prefix):
+            return path[len(prefix):]
     m = _WORKSPACE_COPY.match(path)
-    if m is None:
+    if m is None or shown is None:
         return path
     rel = m.group("rel")
     return shown if rel == PurePath(shown).name else rel
 
 
-def user_sources(profile: Profile, shown: str) -> Profile:
+def user_sources(profile: Profile, shown: str | None, private: Sequence[str] = ()) -> Profile:
     """``profile`` with every source line's file named as :func:`user_file` names it."""
-    kernels = [k.model_copy(update={"source_lines": [s.model_copy(update={"file": user_file(s.file, shown)})
+    kernels = [k.model_copy(update={"source_lines": [s.model_copy(update={"file": user_file(s.file, shown, private)})
                                                      for s in k.source_lines]}) for k in profile.kernels]
     return profile.model_copy(update={"kernels": kernels})
 

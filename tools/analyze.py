@@ -291,10 +291,10 @@ def _rules_stage(a: Analysis, result: AnalyzeResult, light: Profile, deep: Profi
     and ptxas evidence, and the answer's kernels, counts and stages."""
     t0 = time.monotonic()
     sass, ptxas, _ = a.static_evidence()
-    shown = _shown_source(a.prep.artifact_id)
-    if shown is not None:  # the user's file, not the compile workspace's copy of it
-        light = user_sources(light, shown)
-        deep = user_sources(deep, shown) if deep is not None else None
+    # the user's file, not the compile workspace's copy of it nor the job's folders' paths (an eval candidate's)
+    shown, private = _shown_source(a.prep.artifact_id), [str(a.ws), a.env.get("TORCH_EXTENSIONS_DIR", "")]
+    light = user_sources(light, shown, private)
+    deep = user_sources(deep, shown, private) if deep is not None else None
     diags, groups = diagnose_stages(light, deep, deep_kernels=a.req.deep_kernels, sass=sass, ptxas=ptxas,
                                     overrides=a.req.overrides, totals=totals, min_share_pct=a.req.min_time_share_pct)
     a.stages.append(AnalyzeStage(name="rules", wall_s=round(time.monotonic() - t0, 3), rule_families=families))

@@ -646,8 +646,9 @@ std::string save_cubin(uint64_t crc) {
     bool good = fd >= 0;
     for (size_t off = 0; good && off < cubin->second.size();) {
         ssize_t n = write(fd, cubin->second.data() + off, cubin->second.size() - off);
-        if (n <= 0 && errno != EINTR) good = false;
-        if (n > 0) off += static_cast<size_t>(n);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) good = false;
+        else off += static_cast<size_t>(n);
     }
     if (fd >= 0) close(fd);
     if (!good) {

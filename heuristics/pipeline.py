@@ -198,24 +198,28 @@ def merge_profiles(light: KernelProfile, deep: KernelProfile | None) -> KernelPr
 
 
 # ------------------------------------------------------------------------------------------ source files
-_WORKSPACE_COPY = re.compile(r"^(?:.*[/\\])?workspaces[/\\]compile-[^/\\]+[/\\](?P<rel>.+)$")
+# a job's folder: a workspace (compile-, eval-, analyze- ...), an entry of the build cache (an extension build, a
+# source's NVRTC cubins); a path in one of them is its path there (a job's folder lives only as long as the job)
+_JOB_FOLDER = re.compile(r"^(?:.*[/\\])?(?:workspaces|build-cache[/\\](?:torch-extensions|nvrtc))[/\\]"
+                         r"(?P<job>[^/\\]+)[/\\](?P<rel>.+)$")
 
 
 def user_file(path: str, shown: str | None, private: Sequence[str] = ()) -> str:
-    """The file a profile names as the user knows it: a file inside one of the job's ``private`` folders (an eval
-    candidate's workspace, where NVRTC names its source ``<kernel>.cu``; its extension build folder, where
-    ``load_inline`` writes ``<name>/cuda.cu``) is its path there; the compile workspace's copy of the compiled
-    source (``.../workspaces/compile-<id>/<name>``) is the path or file name the user gave (``shown``); another
-    file of that workspace is its name there; any other path is left as it is."""
+    """The file a profile names as the user knows it: a file inside one of the job's ``private`` folders, or in
+    any job's folder of the server (a workspace: an eval candidate's, where NVRTC names its source
+    ``<kernel>.cu``; an extension build, where ``load_inline`` writes ``<name>/cuda.cu``) is its path there, and
+    the compile workspace's copy of the compiled source (``.../workspaces/compile-<id>/<name>``) is the path or
+    file name the user gave (``shown``); any other path is left as it is."""
     for root in private:
         prefix = root.rstrip("/\\") + "/"
         if len(prefix) > 1 and path.startswith(prefix):
             return path[len(prefix):]
-    m = _WORKSPACE_COPY.match(path)
-    if m is None or shown is None:
+    m = _JOB_FOLDER.match(path)
+    if m is None:
         return path
     rel = m.group("rel")
-    return shown if rel == PurePath(shown).name else rel
+    return shown if shown is not None and m.group("job").startswith("compile-") and rel == PurePath(shown).name \
+        else rel
 
 
 def user_sources(profile: Profile, shown: str | None, private: Sequence[str] = ()) -> Profile:

@@ -110,6 +110,12 @@ def test_findings_cite_the_users_file_not_the_workspace_copy() -> None:
     header = "/opt/cuda/targets/x86_64-linux/include/sm_20_atomic_functions.hpp"
     assert is_toolkit_header(header) and user_file(header, shown) == header
     assert user_file(copy.replace("planted.cu", "common.cuh"), shown) == "common.cuh"
+    # an eval candidate's files, wherever the job that built them ran: never the server's paths
+    home = "/srv/ks-home"
+    assert user_file(f"{home}/workspaces/eval-8a1b/relu_knobs.cu", None) == "relu_knobs.cu"  # run's build, reused
+    assert user_file(f"{home}/build-cache/torch-extensions/62c3/ks_softmax_71/cuda.cu", None) == "ks_softmax_71/cuda.cu"
+    assert user_file(f"{home}/elsewhere/x.cu", None, [f"{home}/elsewhere"]) == "x.cu"
+    assert user_file("/usr/include/x.h", None, [""]) == "/usr/include/x.h"
     diags, _ = diagnose_stages(user_sources(light, shown), user_sources(deep, shown))
     f = next(x for k in diags for x in k.findings if x.rule == "memory.atomic-contention")
     assert f.line is not None and f.line.startswith(f"{shown}:{ATOMIC}") and "workspaces" not in f.diagnosis

@@ -25,11 +25,12 @@ C type (``int``, ``long long``, ``float``, ``double``, ``unsigned``, ``size_t`` 
 signature cannot be read, give ``arg_types`` (C type names, ``"*"`` for pointers); unknown scalars
 default to ``int`` / ``float``. Launches go to torch's current
 stream, so CUDA-event timing and torch's stream semantics hold. kernelscope calls NVRTC itself
-(through CuPy's binding) for the device's ``sm_XY`` and caches the cubin by content (source, options,
-NVRTC version) in ``KERNELSCOPE_NVRTC_CACHE`` (else ``CUPY_CACHE_DIR``'s ``kernelscope-nvrtc``), so a
-second process that builds the same source pays no NVRTC cost. The evaluation pool uses this to
-compile a candidate's kernels on a CPU build worker (:func:`prebuild`, no GPU needed) while the GPUs
-evaluate other candidates.
+(through CuPy's binding) for the device's ``sm_XY``, with line tables (``-lineinfo``: the profilers name a
+kernel's lines as ``<kernel>.cu``, counted from the source string's first line; no change to the code), and
+caches the cubin by content (source, options, NVRTC version) in ``KERNELSCOPE_NVRTC_CACHE`` (else
+``CUPY_CACHE_DIR``'s ``kernelscope-nvrtc``), so a second process that builds the same source pays no NVRTC
+cost. The evaluation pool uses this to compile a candidate's kernels on a CPU build worker (:func:`prebuild`,
+no GPU needed) while the GPUs evaluate other candidates.
 
 Two options for library and architecture-specific code:
 
@@ -49,6 +50,7 @@ kernel's limit first (``max_dynamic_shared_size_bytes``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -185,6 +187,15 @@ def nvrtc_cubin(source: str, name: str, options: Sequence[str]) -> Path:
     return path
 
 
+def _leave_source(name: str, source: str) -> None:
+    """Where the server asks (``KERNELSCOPE_KERNEL_SOURCES``: a job's own folder), the source as ``<name>.cu``,
+    the file NVRTC's line tables name, so a profile's hot lines can show their code. Best effort."""
+    folder = os.environ.get("KERNELSCOPE_KERNEL_SOURCES")
+    if folder and re.fullmatch(r"[A-Za-z_]\w{0,200}", name):
+        with contextlib.suppress(OSError):
+            Path(folder, f"{name}.cu").write_text(source)
+
+
 def cutlass_options() -> list[str]:
     """NVRTC options for CUTLASS/CuTe: its include folders and the toolkit's (libcu++). (NVRTC has no
     --expt-relaxed-constexpr option and needs none: CuTe compiles without it there.) The root is the
@@ -244,6 +255,7 @@ class CudaKernel:
             arch = self.arch or _device_arch(self.cutlass)
             self.cubin_path = nvrtc_cubin(self.source, self.name, self.nvrtc_options(arch))
             self._kernel = cp.RawModule(path=str(self.cubin_path)).get_function(self.name)
+            _leave_source(self.name, self.source)
         return self._kernel
 
     @property

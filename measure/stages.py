@@ -16,7 +16,7 @@ from typing import Any
 
 from kernelscope.config import Settings
 from kernelscope.errors import NotAvailable
-from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, STAGE2, Groups, Totals, stage2_plan
+from kernelscope.heuristics.pipeline import COLLECTOR_METRICS, STAGE2, Groups, Totals, stage2_plan, user_file
 from kernelscope.measure import collector
 from kernelscope.measure.collector import SOURCE_TOTALS, STALL_METRICS, Collected, DeepRequest
 from kernelscope.models import Profile
@@ -150,7 +150,10 @@ def line_texts(got: Collected, roots: list[Path], *, max_files: int = 16,
     for name in dict.fromkeys(pc.file for src in got.sources for pc in src.pcs if pc.file and pc.line > 0):
         if len(out) >= max_files:
             break
-        for path in [Path(name)] if Path(name).is_absolute() else [b / name for b in bases]:
+        rel = user_file(name, None)  # a file another job left (run's build, reused): the same name in this job's
+        paths = [Path(name), *(b / rel for b in bases if rel != name)] if Path(name).is_absolute() else \
+            [b / name for b in bases]
+        for path in paths:
             try:
                 path = path.resolve()
                 if any(path.is_relative_to(b) for b in bases) and path.is_file() and path.stat().st_size <= max_bytes:

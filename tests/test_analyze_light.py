@@ -321,11 +321,14 @@ def test_an_eval_candidates_sass_comes_from_the_module_it_ran_from(monkeypatch: 
     rec = FIX / "collector" / "eval" / "row-sum-nvrtc"
     got = load_collected(rec)
     [cubin] = rec.glob("cubin-*.cubin")
+    naive = (REPO / "examples" / "problems" / "row_sum" / "naive.py").read_text()
+    kernel_source = naive.split('CUDA_SRC = r"""', 1)[1].split('"""', 1)[0]  # the candidate's kernel source
 
     def wrote(ws: Path) -> None:  # what the collector leaves in the job's output folder
-        for src in got.sources:  # NVRTC names the source <kernel>.cu in the job's working folder
+        for src in got.sources:  # NVRTC names <kernel>.cu in the folder of the job that built it: run's, here
             for pc in src.pcs:
-                pc.file = str(ws / Path(pc.file).name) if pc.file else ""
+                pc.file = str(tmp_path / "workspaces" / "eval-1" / Path(pc.file).name) if pc.file else ""
+        (ws / "row_sum_naive.cu").write_text(kernel_source)  # what kernelscope.fast leaves in this job's folder
         (ws / "metrics").mkdir(exist_ok=True)
         if left == "cubin":
             shutil.copyfile(cubin, ws / "metrics" / cubin.name)
@@ -338,7 +341,8 @@ def test_an_eval_candidates_sass_comes_from_the_module_it_ran_from(monkeypatch: 
     res = analyze(_eval(trace="never"))
     assert res.status == "ok" and dev.captures == [] and [k.name for k in res.kernels] == ["row_sum_naive"]
     [advice] = [n for n in res.notes if "own advice is missing" in n]
-    assert res.kernels[0].hot_lines[0] == "row_sum_naive.cu:8", res.kernels[0].hot_lines  # not the job's path
+    hot = res.kernels[0].hot_lines[0]  # named in the job's folder, never by the server's path, with its code
+    assert hot.startswith("row_sum_naive.cu:8 ") and "`float v = xr[j] - comp;`" in hot, hot
     if left == "cubin":
         assert "read from the binary each kernel ran from" in advice and "spinning" not in advice
     else:

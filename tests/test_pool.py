@@ -364,3 +364,22 @@ def test_optimize_keeps_one_evaluation_in_flight_per_gpu_the_capabilities_report
     assert resolve_parallel(caps(PoolStatus(backend="local")), cfg) == 1 and resolve_parallel({}, cfg) == 1
     assert resolve_parallel(caps(local), cfg.model_copy(update={"parallel": 2})) == 2
     assert resolve_parallel(caps(local), cfg.model_copy(update={"device": "cpu"})) == 1
+
+
+def test_a_fast_path_kernel_leaves_its_source_where_the_job_says(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRTC's line tables name ``<kernel>.cu`` in the folder it compiled in; a job's fast-path kernels leave their
+    source under that name in the job's own folder, so a profile's hot lines can show their code."""
+    from kernelscope.fast import _leave_source
+
+    env = job_env(tmp_path / "ws", tmp_path, None, candidate="src")
+    assert env["KERNELSCOPE_KERNEL_SOURCES"] == str(tmp_path / "ws")
+    monkeypatch.setenv("KERNELSCOPE_KERNEL_SOURCES", str(tmp_path))
+    _leave_source("relu_knobs", "__global__ void relu_knobs() {}\n")
+    assert (tmp_path / "relu_knobs.cu").read_text() == "__global__ void relu_knobs() {}\n"
+    _leave_source("../escape", "x")  # a name that is not an identifier leaves nothing
+    assert not (tmp_path.parent / "escape.cu").exists() and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["relu_knobs.cu"]
+    monkeypatch.delenv("KERNELSCOPE_KERNEL_SOURCES")
+    _leave_source("other", "x")  # outside a job: nothing written anywhere
+    assert not (tmp_path / "other.cu").exists()

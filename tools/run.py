@@ -119,6 +119,7 @@ def job_env(ws: Path, home: Path, lease: Lease | None, *, candidate: str | None 
     env["TRITON_CACHE_DIR"] = str(own / "triton")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(own / "inductor")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["KERNELSCOPE_KERNEL_SOURCES"] = str(ws)  # fast-path kernels leave <kernel>.cu here, for hot lines' code
     cutlass_root = get_settings().cutlass_root
     if cutlass_root is not None:  # CudaKernel(cutlass=True) in a candidate uses the server's CUTLASS
         env["KERNELSCOPE_CUTLASS_ROOT"] = str(cutlass_root)

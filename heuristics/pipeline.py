@@ -339,7 +339,8 @@ def ncu_advice_missing(kernels: list[str], unread: Sequence[str] = ()) -> str | 
     reading of it that is missing too. None for no such kernel."""
     if not kernels:
         return None
-    unread = [k for k in kernels if k in set(unread)]
+    named = set(unread)
+    unread = [k for k in kernels if k in named]
     own = ("kernelscope's own rules above cover the same ground from the same metrics and the SASS behind each "
            "source line, read from the binary each kernel ran from." if not unread else
            "kernelscope's own rules above cover the same ground from the same metrics, except where they read the "

@@ -6,10 +6,8 @@ tests/fixtures/collector/eval/ holds what analyze's run left for two eval candid
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -27,21 +25,20 @@ extern "C" __global__ void gather(const float* __restrict__ x, const int* __rest
 """
 
 
-@cache
-def _cubin() -> bytes:
+@pytest.fixture(scope="module")
+def cubin(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not installed here")
-    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"ks-sass-maps-{os.getpid()}"
-    tmp.mkdir(exist_ok=True)
+    tmp = tmp_path_factory.mktemp("sass-maps")
     (tmp / "k.cu").write_text(SOURCE)
     subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-lineinfo", "-o", str(tmp / "k.cubin"), str(tmp / "k.cu")],
                    check=True, capture_output=True, timeout=300)
     return (tmp / "k.cubin").read_bytes()
 
 
-def test_a_cubin_in_the_folder_gives_its_kernels_instructions(tmp_path: Path) -> None:
-    (tmp_path / NAME).write_bytes(_cubin())
+def test_a_cubin_in_the_folder_gives_its_kernels_instructions(tmp_path: Path, cubin: bytes) -> None:
+    (tmp_path / NAME).write_bytes(cubin)
     maps = ran_instructions(tmp_path, {"gather": NAME, "absent": NAME})
     assert list(maps) == ["gather"]  # a kernel the module does not hold gets nothing
     code = maps["gather"]
@@ -49,16 +46,16 @@ def test_a_cubin_in_the_folder_gives_its_kernels_instructions(tmp_path: Path) ->
     assert all(a % 16 == 0 for a in code)
 
 
-def test_a_cubin_one_byte_short_is_made_whole(tmp_path: Path) -> None:
-    (tmp_path / NAME).write_bytes(_cubin()[:-1])  # as CuPy's getCUBIN hands a cubin over
+def test_a_cubin_one_byte_short_is_made_whole(tmp_path: Path, cubin: bytes) -> None:
+    (tmp_path / NAME).write_bytes(cubin[:-1])  # as CuPy's getCUBIN hands a cubin over
     assert "gather" in ran_instructions(tmp_path, {"gather": NAME})
 
 
 @pytest.mark.parametrize("plant", ["link", "directory", "not-elf", "host-elf", "too-large", "other-name"])
-def test_what_the_program_could_plant_in_the_folder_is_not_read(tmp_path: Path, plant: str,
+def test_what_the_program_could_plant_in_the_folder_is_not_read(tmp_path: Path, plant: str, cubin: bytes,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     outside = tmp_path / "outside.cubin"
-    outside.write_bytes(_cubin())
+    outside.write_bytes(cubin)
     folder = tmp_path / "metrics"
     folder.mkdir()
     name = NAME
@@ -72,7 +69,7 @@ def test_what_the_program_could_plant_in_the_folder_is_not_read(tmp_path: Path, 
         (folder / NAME).write_bytes(Path(shutil.which("true") or "/bin/true").read_bytes())
     elif plant == "too-large":
         monkeypatch.setattr(sass_maps, "CUBIN_MAX_BYTES", 1024)
-        (folder / NAME).write_bytes(_cubin())
+        (folder / NAME).write_bytes(cubin)
     else:  # a name the collector never writes: a path out of the folder, or another file
         name = "../outside.cubin"
     assert ran_instructions(folder, {"gather": name}) == {}
@@ -84,11 +81,11 @@ def test_a_map_that_misses_a_recorded_offset_is_not_used() -> None:
     assert kept == {"k": maps["k"]}  # j's build is not the one that ran (offset 32), none has no map
 
 
-def test_the_listing_is_read_the_same_from_the_folder_and_from_nvdisasm(tmp_path: Path) -> None:
+def test_the_listing_is_read_the_same_from_the_folder_and_from_nvdisasm(tmp_path: Path, cubin: bytes) -> None:
     from kernelscope.tools.sass import disassemble
 
-    (tmp_path / NAME).write_bytes(_cubin())
-    (tmp_path / "k.cubin").write_bytes(_cubin())
+    (tmp_path / NAME).write_bytes(cubin)
+    (tmp_path / "k.cubin").write_bytes(cubin)
     assert ran_instructions(tmp_path, {"gather": NAME}) == instructions_by_offset(disassemble(tmp_path / "k.cubin"))
 
 
@@ -122,11 +119,11 @@ def test_an_eval_candidates_records_read_against_the_module_it_ran_from(case: st
         assert barrier == {65, 75} and blind_barrier == {66, 76}
 
 
-def test_the_module_that_ran_comes_first_and_the_artifacts_listing_fills_in(tmp_path: Path) -> None:
+def test_the_module_that_ran_comes_first_and_the_artifacts_listing_fills_in(tmp_path: Path, cubin: bytes) -> None:
     from kernelscope.measure.collector import Collected, CollectedPc, CollectedSource
     from kernelscope.tools.sass_maps import run_instructions
 
-    (tmp_path / NAME).write_bytes(_cubin())
+    (tmp_path / NAME).write_bytes(cubin)
     ran = ran_instructions(tmp_path, {"gather": NAME})["gather"]
     pcs = [CollectedPc(pc=pc) for pc in sorted(ran)[:4]]
     got = Collected(sources=[CollectedSource(seq=1, name="gather", cubin=NAME, pcs=pcs),
